@@ -1,0 +1,69 @@
+import {
+  checkIdentifier,
+  compileSource,
+  type Format,
+  formatDiagnostic,
+  type OnlyPart,
+  renderJson,
+  renderOnly,
+  renderText,
+  renderYaml,
+} from '@orch/envdef';
+import { loadDefinitionFile, taskIdFromPath } from '../definition-file.js';
+import { CliError, DiagnosticsError, UsageError } from '../errors.js';
+
+/** Flags shared by `compile` and `up --dry-run` (they print the same output through this code). */
+export interface PreviewFlags {
+  readonly file?: string;
+  readonly taskId?: string;
+  readonly format?: Format;
+  readonly only?: OnlyPart;
+  readonly fromBuild?: string;
+}
+
+/** The global `-o/--output` setting. */
+export type OutputMode = 'table' | 'json';
+
+/**
+ * Compiles the definition file and returns what to print: the human view, the JSON or YAML body,
+ * or one `--only` part. Makes no network request and reads no configuration.
+ */
+export async function preview(
+  positional: string | undefined,
+  flags: PreviewFlags,
+  output: OutputMode,
+  cwd: string,
+): Promise<string> {
+  if (flags.only !== undefined && flags.format !== undefined) {
+    throw new UsageError('--only and --format cannot be used together: --only prints one part undecorated');
+  }
+  if (flags.taskId !== undefined) {
+    const problem = checkIdentifier('--task-id', flags.taskId);
+    if (problem) throw new UsageError(problem);
+  }
+  if (flags.fromBuild !== undefined) {
+    const problem = checkIdentifier('--from-build snapshot id', flags.fromBuild);
+    if (problem) throw new UsageError(problem);
+  }
+  const file = await loadDefinitionFile({ file: flags.file, positional, cwd });
+  const taskId = flags.taskId ?? taskIdFromPath(file.path);
+  const problem = flags.taskId === undefined ? checkIdentifier('task id', taskId) : undefined;
+  if (problem) {
+    throw new CliError(`orch: cannot take the task id from the directory of ${file.display} (${problem}); pass --task-id`);
+  }
+  const result = compileSource(file.text, {
+    taskId,
+    ...(flags.fromBuild !== undefined ? { fromBuild: flags.fromBuild } : {}),
+  });
+  if (!result.ok) throw new DiagnosticsError(result.diagnostics.map((d) => formatDiagnostic(file.display, d)));
+  if (flags.only !== undefined) return renderOnly(result.compiled, flags.only);
+  const format: Format = flags.format ?? (output === 'json' ? 'json' : 'text');
+  switch (format) {
+    case 'json':
+      return renderJson(result.compiled.request);
+    case 'yaml':
+      return renderYaml(result.compiled.request);
+    case 'text':
+      return renderText(result.compiled);
+  }
+}

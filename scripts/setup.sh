@@ -1,0 +1,50 @@
+# Sourced by scripts/start.sh and scripts/test.sh: installs what is missing, idempotently.
+#   ensure_node          Node >= 20 must be there (it is the one thing we do not install)
+#   ensure_npm_packages  `npm ci` when node_modules is missing or older than package-lock.json;
+#                        the root `prepare` script then bundles the programs
+#   ensure_debian NAME.. apt-get install the Debian packages that are not installed yet
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+ensure_node() {
+  if ! command -v node >/dev/null 2>&1; then
+    echo "Node.js >= 20 is required (https://nodejs.org); it is not on PATH" >&2
+    exit 1
+  fi
+  local major
+  major="$(node -p 'process.versions.node.split(".")[0]')"
+  if [ "$major" -lt 20 ]; then
+    echo "Node.js >= 20 is required; found $(node --version)" >&2
+    exit 1
+  fi
+}
+
+ensure_npm_packages() {
+  local stamp=node_modules/.install-stamp
+  local want
+  want="$(sha256sum package-lock.json | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing npm packages (npm ci)"
+    npm ci --no-audit --no-fund
+    echo "$want" >"$stamp"
+  fi
+  npm run --silent build
+}
+
+ensure_debian() {
+  local missing=()
+  local pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}

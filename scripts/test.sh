@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Quick start, command 2: install what is missing, then lint, type-check, build and run every test.
+# Under CI=true a suite whose system dependency is missing fails; it is never skipped.
+source "$(dirname "$0")/setup.sh"
+ensure_node
+# strace: the test proving `orch compile` opens no socket watches the process's system calls.
+ensure_debian strace
+ensure_npm_packages
+
+log "lint and format check (biome)"
+npx --no-install biome check .
+log "type check (tsc)"
+npx --no-install tsc -p tsconfig.json
+log "tests (vitest)"
+report="$(mktemp)"
+trap 'rm -f "$report"' EXIT
+status=0
+npx --no-install vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@" || status=$?
+# One plain closing line, whatever the runner printed above it.
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+' "$report" 2>/dev/null || true
+exit "$status"
