@@ -20,7 +20,9 @@ await Promise.all(
       legalComments: 'none',
       logLevel: 'warning',
       // CommonJS dependencies (commander) call require() for Node built-ins.
-      banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+      banner: {
+        js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+      },
     });
   }),
 );

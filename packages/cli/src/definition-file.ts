@@ -28,11 +28,14 @@ export async function loadDefinitionFile(opts: {
     const found = await discover(path);
     if (!found) {
       const where = given === undefined ? 'the working directory' : given;
-      throw new CliError(`orch: no definition file in ${where}: looked for ${DEFINITION_FILE_NAMES.join(', ')}`);
+      throw new CliError(
+        `orch: no definition file in ${where}: looked for ${DEFINITION_FILE_NAMES.join(', ')}`,
+      );
     }
     path = found;
   }
-  const display = given !== undefined && resolve(opts.cwd, given) === path ? given : relative(opts.cwd, path) || path;
+  const display =
+    given !== undefined && resolve(opts.cwd, given) === path ? given : relative(opts.cwd, path) || path;
   return { path, display, text: await read(path, display) };
 }
 

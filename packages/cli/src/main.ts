@@ -27,7 +27,9 @@ export function buildProgram(): Command {
   const program = new Command('orch')
     .description('Client of the orchestrator for virtual-machine environments.')
     .addOption(
-      new Option('-o, --output <mode>', 'output mode: table (human view) or json').choices(['table', 'json']).default('table'),
+      new Option('-o, --output <mode>', 'output mode: table (human view) or json')
+        .choices(['table', 'json'])
+        .default('table'),
     )
     .configureHelp({ showGlobalOptions: true, helpWidth: 160 })
     .exitOverride()
@@ -36,11 +38,15 @@ export function buildProgram(): Command {
   previewOptions(
     program
       .command('compile')
-      .description('Print what a definition file compiles into; creates nothing and sends nothing (works offline)'),
+      .description(
+        'Print what a definition file compiles into; creates nothing and sends nothing (works offline)',
+      ),
   ).action(async (path: string | undefined, _opts: unknown, cmd: Command) => runPreview(cmd, path));
 
   previewOptions(
-    program.command('up').description('Create an environment from a definition file (with --dry-run: print it only)'),
+    program
+      .command('up')
+      .description('Create an environment from a definition file (with --dry-run: print it only)'),
   )
     .option('--dry-run', 'print what would be posted, exactly as compile does, and create nothing')
     .action(async (path: string | undefined, opts: { dryRun?: boolean }, cmd: Command) => {

@@ -78,13 +78,13 @@ export function checkIdentifier(what: string, id: string): string | undefined {
 export function compileDefinition(
   def: Definition,
   options: CompileOptions,
-): { readonly ok: true; readonly compiled: Compiled } | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
+):
+  | { readonly ok: true; readonly compiled: Compiled }
+  | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
   if (options.fromBuild !== undefined && def.image) {
     return {
       ok: false,
-      diagnostics: [
-{ ...def.image.at, message: IMAGE_WITH_FROM_BUILD },
-      ],
+      diagnostics: [{ ...def.image.at, message: IMAGE_WITH_FROM_BUILD }],
     };
   }
   const manifest: Manifest = {
@@ -96,13 +96,17 @@ export function compileDefinition(
         {
           image: s.image,
           ports: s.ports,
-          env: Object.fromEntries(s.env.map((e) => [e.name, 'secret' in e.value ? { secret: e.value.secret } : e.value.value])),
+          env: Object.fromEntries(
+            s.env.map((e) => [e.name, 'secret' in e.value ? { secret: e.value.secret } : e.value.value]),
+          ),
         },
       ]),
     ),
   };
   const manifestJson = JSON.stringify(manifest);
-  const secretNames = def.services.flatMap((s) => s.env.flatMap((e) => ('secret' in e.value ? [e.value.secret] : [])));
+  const secretNames = def.services.flatMap((s) =>
+    s.env.flatMap((e) => ('secret' in e.value ? [e.value.secret] : [])),
+  );
   const spec: ResourceSpec = {
     cpus: def.cpus,
     ram_mb: def.ramMb,

@@ -18,7 +18,16 @@ export type { Diagnostic, Position } from './diagnostics.js';
 export { formatDiagnostic, sortDiagnostics } from './diagnostics.js';
 export { GPU_MODELS, type GpuModel } from './gpu.js';
 export { MAX_SOURCE_LENGTH, type ParsedSource, parseSource } from './parse.js';
-export { FORMATS, type Format, ONLY_PARTS, type OnlyPart, renderJson, renderOnly, renderText, renderYaml } from './render.js';
+export {
+  FORMATS,
+  type Format,
+  ONLY_PARTS,
+  type OnlyPart,
+  renderJson,
+  renderOnly,
+  renderText,
+  renderYaml,
+} from './render.js';
 export { parseDuration, parseSize } from './units.js';
 export type { Definition, EnvValue, ExposeEntry, GpuRequest, ServiceDefinition } from './validate.js';
 export { DEFAULTS, LIMITS, validateDefinition } from './validate.js';

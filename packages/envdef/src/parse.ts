@@ -18,13 +18,17 @@ export interface ParsedSource {
  */
 export function parseSource(
   text: string,
-): { readonly ok: true; readonly parsed: ParsedSource } | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
+):
+  | { readonly ok: true; readonly parsed: ParsedSource }
+  | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
   const lineCounter = new LineCounter();
   const positionOf = (offset: number): Position => lineCounter.linePos(offset);
   if (text.length > MAX_SOURCE_LENGTH) {
     return {
       ok: false,
-      diagnostics: [{ line: 1, col: 1, message: `definition file is larger than ${MAX_SOURCE_LENGTH} characters` }],
+      diagnostics: [
+        { line: 1, col: 1, message: `definition file is larger than ${MAX_SOURCE_LENGTH} characters` },
+      ],
     };
   }
   const doc = parseDocument(text.startsWith('\uFEFF') ? text.slice(1) : text, {
@@ -37,13 +41,17 @@ export function parseSource(
   if (doc.errors.length > 0) {
     return {
       ok: false,
-      diagnostics: doc.errors.map((e) => ({ ...positionOf(e.pos[0]), message: `YAML syntax error: ${yamlMessage(e)}` })),
+      diagnostics: doc.errors.map((e) => ({
+        ...positionOf(e.pos[0]),
+        message: `YAML syntax error: ${yamlMessage(e)}`,
+      })),
     };
   }
   return { ok: true, parsed: { doc, positionOf } };
 }
 
 function yamlMessage(e: { code: string; message: string }): string {
-  if (e.code === 'MULTIPLE_DOCS') return 'a definition file holds exactly one YAML document; remove the "---" separator';
+  if (e.code === 'MULTIPLE_DOCS')
+    return 'a definition file holds exactly one YAML document; remove the "---" separator';
   return e.message.replace(/\s+/g, ' ').trim();
 }

@@ -27,7 +27,9 @@ const SPEC_LABELS: readonly [string, (r: CompiledRequest) => string | undefined]
   ['image', (r) => r.spec.image],
   [
     'gpu',
-    (r) => r.spec.gpu && `${r.spec.gpu.model} x${r.spec.gpu.count}${r.spec.gpu.mig ? ` mig ${r.spec.gpu.mig}` : ''}`,
+    (r) =>
+      r.spec.gpu &&
+      `${r.spec.gpu.model} x${r.spec.gpu.count}${r.spec.gpu.mig ? ` mig ${r.spec.gpu.mig}` : ''}`,
   ],
   ['seed snapshot', (r) => r.seed_snapshot_id],
 ];

@@ -2,8 +2,8 @@ import { distance } from 'fastest-levenshtein';
 
 /**
  * The closest candidate to `word` when it is close enough to be a plausible typo, else `undefined`.
- * "Close enough": an edit distance of at most a third of the word's length (at least 1), or a
- * case-insensitive match.
+ * "Close enough": a case-insensitive match, or an edit distance of at most 2 (at most 1 for words
+ * of three letters or fewer, at most a third of the length for long words).
  *
  * @example
  * didYouMean('resorces', ['resources', 'run']) // 'resources'
@@ -11,7 +11,7 @@ import { distance } from 'fastest-levenshtein';
 export function didYouMean(word: string, candidates: readonly string[]): string | undefined {
   const lower = word.toLowerCase();
   let best: string | undefined;
-  let bestDistance = Math.max(1, Math.floor(word.length / 3));
+  let bestDistance = word.length <= 3 ? 1 : Math.max(2, Math.floor(word.length / 3));
   for (const candidate of candidates) {
     if (candidate.toLowerCase() === lower) return candidate;
     const d = distance(lower, candidate.toLowerCase());

@@ -15,7 +15,9 @@ const SIZE_UNITS: Readonly<Record<string, bigint>> = {
 const SIZE_RE = /^([0-9]+)(MiB|GiB|TiB|MB|GB|TB)$/;
 
 /** Why a size could not be used; `undefined` from the parsers below means it was fine. */
-export type UnitProblem = { readonly kind: 'malformed' } | { readonly kind: 'not-whole'; readonly unit: string };
+export type UnitProblem =
+  | { readonly kind: 'malformed' }
+  | { readonly kind: 'not-whole'; readonly unit: string };
 
 /**
  * Parses a size such as `2GiB` and expresses it in whole multiples of `unit` (`MiB` or `GiB`).

@@ -123,26 +123,29 @@ class Reader {
     return current as Node | null;
   }
 
-  /** The mapping's fields by name, reporting non-string, duplicate and (if `known` is given) unknown keys. */
-  fields(map: YAMLMap, where: string, known?: readonly string[]): Map<string, Field> {
+  /**
+   * The mapping's fields by name, reporting non-string, duplicate and (if `known` is given) unknown
+   * keys. `place` completes "unknown field "x" ...", e.g. "at the top level" or "in resources".
+   */
+  fields(map: YAMLMap, place: string, known?: readonly string[]): Map<string, Field> {
     const out = new Map<string, Field>();
     for (const pair of map.items as Pair<Node, Node | null>[]) {
       const key = this.resolve(pair.key);
       if (!isScalar(key) || key.value === null || typeof key.value === 'object') {
-        this.report(pair.key ?? pair.value ?? map, `${where} has a key that is not a name`);
+        this.report(pair.key ?? pair.value ?? map, `a key ${place} is not a name`);
         continue;
       }
       const name = String(key.value);
       const first = out.get(name);
       if (first) {
         const p = this.at(first.key);
-        this.report(key, `duplicate key "${name}" in ${where} (first defined at ${p.line}:${p.col})`);
+        this.report(key, `duplicate key "${name}" ${place} (first defined at ${p.line}:${p.col})`);
         continue;
       }
       if (known && !known.includes(name)) {
         const hint = didYouMean(name, known);
         const suffix = hint ? ` (did you mean "${hint}"?)` : `; known fields: ${known.join(', ')}`;
-        this.report(key, `unknown field "${name}" in ${where}${suffix}`);
+        this.report(key, `unknown field "${name}" ${place}${suffix}`);
         continue;
       }
       out.set(name, { key, value: this.resolve(pair.value) });
@@ -203,7 +206,8 @@ function describe(node: Node | null): string {
     const v = node.value;
     if (v === null) return 'nothing';
     if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
-    if (typeof v === 'number' || typeof v === 'boolean') return (node as { source?: string }).source ?? String(v);
+    if (typeof v === 'number' || typeof v === 'boolean')
+      return (node as { source?: string }).source ?? String(v);
   }
   return 'a value of another type';
 }
@@ -215,7 +219,9 @@ function describe(node: Node | null): string {
 export function validateDefinition(
   parsed: ParsedSource,
   options: { readonly fromBuild?: boolean } = {},
-): { readonly ok: true; readonly definition: Definition } | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
+):
+  | { readonly ok: true; readonly definition: Definition }
+  | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
   const r = new Reader(parsed);
   const root = r.resolve(parsed.doc.contents as Node | null);
   if (root === null || (isScalar(root) && root.value === null)) {
@@ -224,13 +230,16 @@ export function validateDefinition(
   }
   const top = r.map(root, 'the definition file', null);
   if (!top) return { ok: false, diagnostics: r.diagnostics };
-  const f = r.fields(top, 'the top level', TOP_FIELDS);
+  const f = r.fields(top, 'at the top level', TOP_FIELDS);
 
   const version = f.get('version');
   if (!version) {
     r.report(top, 'missing required field "version": add "version: 1"');
   } else if (!isScalar(version.value) || (version.value.value !== 1 && version.value.value !== '1')) {
-    r.report(version.value ?? version.key, `version must be 1, got ${describe(version.value)}: 1 is the only version`);
+    r.report(
+      version.value ?? version.key,
+      `version ${describe(version.value)} is not supported: the only version is 1`,
+    );
   }
 
   let image: Definition['image'];
@@ -249,7 +258,11 @@ export function validateDefinition(
     const value = r.string(ws.value, 'workspace', ws.key);
     if (value !== undefined) {
       if (value.startsWith('/')) workspace = value;
-      else r.report(ws.value, `workspace must be an absolute guest path (starting with "/"), got ${JSON.stringify(value)}`);
+      else
+        r.report(
+          ws.value,
+          `workspace must be an absolute guest path (starting with "/"), got ${JSON.stringify(value)}`,
+        );
     }
   }
 
@@ -286,10 +299,12 @@ function readResources(
   if (!field) return out;
   const map = r.map(field.value, 'resources', field.key);
   if (!map) return out;
-  const f = r.fields(map, 'resources', RESOURCE_FIELDS);
+  const f = r.fields(map, 'in resources', RESOURCE_FIELDS);
 
   const cpus = f.get('cpus');
-  if (cpus) out.cpus = r.integer(cpus.value, 'resources.cpus', cpus.key, LIMITS.cpus.min, LIMITS.cpus.max) ?? out.cpus;
+  if (cpus)
+    out.cpus =
+      r.integer(cpus.value, 'resources.cpus', cpus.key, LIMITS.cpus.min, LIMITS.cpus.max) ?? out.cpus;
 
   const memory = f.get('memory');
   if (memory) out.ramMb = readSize(r, memory, 'resources.memory', 'MiB', LIMITS.ramMb.max) ?? out.ramMb;
@@ -319,7 +334,13 @@ function readResources(
   return gpu ? { ...out, gpu } : out;
 }
 
-function readSize(r: Reader, field: Field, where: string, unit: 'MiB' | 'GiB', max: number): number | undefined {
+function readSize(
+  r: Reader,
+  field: Field,
+  where: string,
+  unit: 'MiB' | 'GiB',
+  max: number,
+): number | undefined {
   const node = field.value;
   const text = isScalar(node) && typeof node.value === 'string' ? node.value : undefined;
   const parsed = text === undefined ? undefined : parseSize(text, unit);
@@ -339,7 +360,7 @@ function readSize(r: Reader, field: Field, where: string, unit: 'MiB' | 'GiB', m
 function readGpu(r: Reader, field: Field): GpuRequest | undefined {
   const map = r.map(field.value, 'resources.gpu', field.key);
   if (!map) return undefined;
-  const f = r.fields(map, 'resources.gpu', GPU_FIELDS);
+  const f = r.fields(map, 'in resources.gpu', GPU_FIELDS);
   const modelField = f.get('model');
   if (!modelField) {
     r.report(map, `resources.gpu needs a model: one of ${GPU_MODELS.map((m) => m.name).join(', ')}`);
@@ -361,7 +382,12 @@ function readGpu(r: Reader, field: Field): GpuRequest | undefined {
   const countField = f.get('count');
   if (countField) {
     const v = countField.value;
-    if (isScalar(v) && typeof v.value === 'number' && Number.isInteger(v.value) && v.value < LIMITS.gpuCount.min) {
+    if (
+      isScalar(v) &&
+      typeof v.value === 'number' &&
+      Number.isInteger(v.value) &&
+      v.value < LIMITS.gpuCount.min
+    ) {
       r.report(v, `resources.gpu.count must be at least 1, got ${v.value}`);
       return undefined;
     }
@@ -375,7 +401,10 @@ function readGpu(r: Reader, field: Field): GpuRequest | undefined {
   const mig = r.string(migField.value, 'resources.gpu.mig', migField.key);
   if (mig === undefined || !model) return undefined;
   if (model.migProfiles.length === 0) {
-    r.report(migField.key, `GPU model "${model.name}" is not MIG-capable: remove mig, or pick a100-40gb, a100-80gb, h100 or h200`);
+    r.report(
+      migField.key,
+      `GPU model "${model.name}" is not MIG-capable: remove mig, or pick a100-40gb, a100-80gb, h100 or h200`,
+    );
     return undefined;
   }
   if (!model.migProfiles.includes(mig)) {
@@ -386,7 +415,10 @@ function readGpu(r: Reader, field: Field): GpuRequest | undefined {
     return undefined;
   }
   if (count !== 1) {
-    r.report(countField?.value ?? migField.key, `a MIG profile needs count 1, got count ${count}: one MIG slice per environment`);
+    r.report(
+      countField?.value ?? migField.key,
+      `a MIG profile needs count 1, got count ${count}: one MIG slice per environment`,
+    );
     return undefined;
   }
   return { model: model.name, count, mig };
@@ -416,7 +448,7 @@ function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] 
   const map = r.map(field.value, 'services', field.key);
   if (!map) return [];
   const services: ServiceDefinition[] = [];
-  for (const [name, svc] of r.fields(map, 'services')) {
+  for (const [name, svc] of r.fields(map, 'in services')) {
     if (!SERVICE_NAME.test(name)) {
       r.report(
         svc.key,
@@ -427,7 +459,7 @@ function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] 
     const where = `service "${name}"`;
     const body = r.map(svc.value, where, svc.key);
     if (!body) continue;
-    const f = r.fields(body, where, SERVICE_FIELDS);
+    const f = r.fields(body, `in ${where}`, SERVICE_FIELDS);
     const imageField = f.get('image');
     let image: string | undefined;
     if (imageField) image = r.string(imageField.value, `${where} image`, imageField.key);
@@ -445,7 +477,7 @@ function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] 
     const envField = f.get('env');
     const envMap = envField ? r.map(envField.value, `${where} env`, envField.key) : undefined;
     if (envMap) {
-      for (const [envName, entry] of r.fields(envMap, `${where} env`)) {
+      for (const [envName, entry] of r.fields(envMap, `in the env of ${where}`)) {
         if (!ENV_NAME.test(envName)) {
           r.report(entry.key, `env name "${envName}" of ${where} must match [A-Za-z_][A-Za-z0-9_]*`);
           continue;
@@ -462,7 +494,7 @@ function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] 
 function readEnvValue(r: Reader, entry: Field, where: string): EnvValue | undefined {
   const node = entry.value;
   if (isMap(node)) {
-    const f = r.fields(node, where, ENV_FIELDS);
+    const f = r.fields(node, `in ${where}`, ENV_FIELDS);
     const value = f.get('value');
     const secret = f.get('secret');
     if (value && secret) {
@@ -516,12 +548,12 @@ function readExpose(r: Reader, field: Field | undefined): ExposeEntry[] {
     const where = `expose[${i}]`;
     const map = r.map(r.resolve(item as Node | null), where, seq);
     if (!map) return;
-    const f = r.fields(map, where, EXPOSE_FIELDS);
+    const f = r.fields(map, `in ${where}`, EXPOSE_FIELDS);
     const portField = f.get('port');
     const asField = f.get('as');
     if (!portField) r.report(map, `${where} needs a port`);
     if (!asField) r.report(map, `${where} needs "as", a name for the port (for example web)`);
-    const port = portField ? readPort(r, portField.value, `expose port`, portField.key) : undefined;
+    const port = portField ? readPort(r, portField.value, `${where}.port`, portField.key) : undefined;
     let as: string | undefined;
     if (asField) {
       as = r.string(asField.value, `${where}.as`, asField.key);
@@ -534,7 +566,10 @@ function readExpose(r: Reader, field: Field | undefined): ExposeEntry[] {
       } else if (as !== undefined) {
         const first = names.get(as);
         if (first) {
-          r.report(asField.value, `${where}.as "${as}" is already used at ${first.line}:${first.col}; names must be unique`);
+          r.report(
+            asField.value,
+            `${where}.as "${as}" is already used at ${first.line}:${first.col}; names must be unique`,
+          );
           as = undefined;
         } else {
           names.set(as, r.at(asField.value));

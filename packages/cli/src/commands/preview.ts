@@ -49,13 +49,16 @@ export async function preview(
   const taskId = flags.taskId ?? taskIdFromPath(file.path);
   const problem = flags.taskId === undefined ? checkIdentifier('task id', taskId) : undefined;
   if (problem) {
-    throw new CliError(`orch: cannot take the task id from the directory of ${file.display} (${problem}); pass --task-id`);
+    throw new CliError(
+      `orch: cannot take the task id from the directory of ${file.display} (${problem}); pass --task-id`,
+    );
   }
   const result = compileSource(file.text, {
     taskId,
     ...(flags.fromBuild !== undefined ? { fromBuild: flags.fromBuild } : {}),
   });
-  if (!result.ok) throw new DiagnosticsError(result.diagnostics.map((d) => formatDiagnostic(file.display, d)));
+  if (!result.ok)
+    throw new DiagnosticsError(result.diagnostics.map((d) => formatDiagnostic(file.display, d)));
   if (flags.only !== undefined) return renderOnly(result.compiled, flags.only);
   const format: Format = flags.format ?? (output === 'json' ? 'json' : 'text');
   switch (format) {

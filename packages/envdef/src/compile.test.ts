@@ -1,0 +1,163 @@
+import { describe, expect, test } from 'vitest';
+import { parse } from 'yaml';
+import { type Compiled, compileSource, renderJson, renderOnly, renderText, renderYaml } from './index.js';
+
+function compile(text: string, options: { taskId?: string; fromBuild?: string } = {}): Compiled {
+  const result = compileSource(text, { taskId: 'demo', ...options });
+  if (!result.ok)
+    throw new Error(result.diagnostics.map((d) => `${d.line}:${d.col}: ${d.message}`).join('\n'));
+  return result.compiled;
+}
+
+const FULL = `
+version: 1
+image: debian-12
+resources: { cpus: 4, memory: 8GiB, disk: 1TiB, max_runtime: 1h30m }
+workspace: /srv/my app
+setup: [apt-get update]
+run: [./serve.sh, "echo done"]
+services:
+  db:
+    image: postgres:16
+    ports: [5432]
+    env:
+      USER: app
+      PORT: 0x10
+      ON: True
+      LONG: { value: app }
+      PW: { secret: db_pw }
+  web:
+    image: nginx
+    env: { PW: { secret: db_pw }, KEY: { secret: api_key } }
+expose:
+  - { port: 8080, as: web }
+`;
+
+describe('compile', () => {
+  test('defaults: 2 cpus, 2GiB, 10GiB, 1h, /workspace, no image', () => {
+    const { request } = compile('version: "1"\n');
+    expect(request).toEqual({
+      task_id: 'demo',
+      spec: { cpus: 2, ram_mb: 2048, storage_gb: 10, max_runtime_seconds: 3600 },
+      manifest_inline: Buffer.from(
+        '{"version":"1","machine":{"workspace":"/workspace"},"services":{}}',
+      ).toString('base64'),
+      secrets: {},
+      startup_script: '#!/bin/sh\nset -eu\ncd /workspace\n',
+      expose: [],
+      required_secrets: [],
+    });
+  });
+
+  test('a full definition: units, quoting, env literals as written, sorted de-duplicated secrets', () => {
+    const { request, manifestJson } = compile(FULL);
+    expect(request.spec).toEqual({
+      cpus: 4,
+      ram_mb: 8192,
+      storage_gb: 1024,
+      max_runtime_seconds: 5400,
+      image: 'debian-12',
+    });
+    expect(request.startup_script).toBe(
+      "#!/bin/sh\nset -eu\ncd '/srv/my app'\napt-get update\n./serve.sh\necho done\n",
+    );
+    expect(manifestJson).toBe(
+      '{"version":"1","machine":{"workspace":"/srv/my app"},"services":{' +
+        '"db":{"image":"postgres:16","ports":[5432],"env":{"USER":"app","PORT":"0x10","ON":"True","LONG":"app","PW":{"secret":"db_pw"}}},' +
+        '"web":{"image":"nginx","ports":[],"env":{"PW":{"secret":"db_pw"},"KEY":{"secret":"api_key"}}}}}',
+    );
+    expect(Buffer.from(request.manifest_inline, 'base64').toString('utf8')).toBe(manifestJson);
+    expect(request.required_secrets).toEqual(['api_key', 'db_pw']);
+    expect(request.secrets).toEqual({});
+    expect(Object.keys(request)).toEqual([
+      'task_id',
+      'spec',
+      'manifest_inline',
+      'secrets',
+      'startup_script',
+      'expose',
+      'required_secrets',
+    ]);
+  });
+
+  test('--from-build drops the setup phase and sets seed_snapshot_id', () => {
+    const { request } = compile('version: 1\nsetup: [make]\nrun: [./app]\n', { fromBuild: 'snap-7' });
+    expect(request.startup_script).toBe('#!/bin/sh\nset -eu\ncd /workspace\n./app\n');
+    expect(request.seed_snapshot_id).toBe('snap-7');
+  });
+
+  test('GPU and MIG land in spec.gpu; count defaults to 1', () => {
+    expect(
+      compile('version: 1\nresources: { gpu: { model: h100, mig: 3g.40gb } }\n').request.spec.gpu,
+    ).toEqual({
+      model: 'h100',
+      count: 1,
+      mig: '3g.40gb',
+    });
+    expect(compile('version: 1\nresources: { gpu: { model: l4, count: 2 } }\n').request.spec.gpu).toEqual({
+      model: 'l4',
+      count: 2,
+    });
+  });
+
+  test('aliases are followed', () => {
+    const { manifest } = compile('version: 1\nservices:\n  a: &svc { image: pg, ports: [1] }\n  b: *svc\n');
+    expect(manifest.services).toEqual({
+      a: { image: 'pg', ports: [1], env: {} },
+      b: { image: 'pg', ports: [1], env: {} },
+    });
+  });
+
+  test('JSON accepted as YAML gives the same request', () => {
+    const json = JSON.stringify({ version: 1, run: ['x'], expose: [{ port: 80, as: 'web' }] });
+    expect(compile(json).request).toEqual(
+      compile('version: 1\nrun: [x]\nexpose: [{ port: 80, as: web }]\n').request,
+    );
+  });
+
+  test('a byte-order mark does not shift columns', () => {
+    const result = compileSource('\uFEFFversion: 2\n', { taskId: 't' });
+    expect(result.ok ? [] : result.diagnostics).toEqual([
+      { line: 1, col: 10, message: 'version 2 is not supported: the only version is 1' },
+    ]);
+  });
+});
+
+describe('render', () => {
+  const compiled = compile(FULL);
+
+  test('YAML has the same keys and values as JSON', () => {
+    expect(parse(renderYaml(compiled.request))).toEqual(JSON.parse(renderJson(compiled.request)));
+  });
+
+  test('--only manifest is exactly the bytes inside manifest_inline', () => {
+    expect(Buffer.from(renderOnly(compiled, 'manifest')).toString('base64')).toBe(
+      compiled.request.manifest_inline,
+    );
+  });
+
+  test('--only parts', () => {
+    expect(renderOnly(compiled, 'secrets')).toBe('api_key\ndb_pw\n');
+    expect(renderOnly(compiled, 'expose')).toBe('8080 web\n');
+    expect(renderOnly(compiled, 'startup-script')).toBe(compiled.request.startup_script);
+    expect(JSON.parse(renderOnly(compiled, 'spec'))).toEqual(compiled.request.spec);
+  });
+
+  test('the human view has its sections in the fixed order and omits empty ones', () => {
+    const titles = (text: string) => text.split('\n').filter((l) => /^[a-z]/.test(l));
+    expect(titles(renderText(compiled))).toEqual([
+      'task id',
+      'spec',
+      'startup script',
+      'manifest',
+      'expose',
+      'required secrets',
+    ]);
+    expect(titles(renderText(compile('version: 1\n')))).toEqual([
+      'task id',
+      'spec',
+      'startup script',
+      'manifest',
+    ]);
+  });
+});

@@ -1,0 +1,203 @@
+import { describe, expect, test } from 'vitest';
+import { compileSource, formatDiagnostic } from './index.js';
+
+/** Compiles `text` and returns the diagnostics as the CLI prints them (file name `orch.yaml`). */
+function diagnose(text: string, options: { fromBuild?: string } = {}): string[] {
+  const result = compileSource(text, { taskId: 't', ...options });
+  if (result.ok) throw new Error('expected diagnostics, but the definition compiled');
+  return result.diagnostics.map((d) => formatDiagnostic('orch.yaml', d));
+}
+
+describe('one diagnostic per class, at the line:col a user must change', () => {
+  test('unknown field, with did-you-mean', () => {
+    expect(diagnose('version: 1\nresorces:\n  cpus: 2\n')).toEqual([
+      'orch.yaml:2:1: unknown field "resorces" at the top level (did you mean "resources"?)',
+    ]);
+    expect(diagnose('version: 1\nresources:\n  cpu: 2\n')).toEqual([
+      'orch.yaml:3:3: unknown field "cpu" in resources (did you mean "cpus"?)',
+    ]);
+  });
+
+  test('unknown field with nothing close lists the known fields', () => {
+    expect(diagnose('version: 1\nexpose:\n  - port: 80\n    as: web\n    protocol: tcp\n')).toEqual([
+      'orch.yaml:5:5: unknown field "protocol" in expose[0]; known fields: port, as',
+    ]);
+  });
+
+  test('version other than 1', () => {
+    expect(diagnose('version: 2\n')).toEqual([
+      'orch.yaml:1:10: version 2 is not supported: the only version is 1',
+    ]);
+    expect(diagnose('version: "1.1"\n')).toEqual([
+      'orch.yaml:1:10: version "1.1" is not supported: the only version is 1',
+    ]);
+  });
+
+  test('missing version', () => {
+    expect(diagnose('image: debian-12\n')).toEqual([
+      'orch.yaml:1:1: missing required field "version": add "version: 1"',
+    ]);
+  });
+
+  test('service with no image', () => {
+    expect(diagnose('version: 1\nservices:\n  db:\n    ports: [5432]\n')).toEqual([
+      'orch.yaml:3:3: service "db" has no image: add "image: <name>" (for example postgres:16)',
+    ]);
+  });
+
+  test('env entry with both value and secret', () => {
+    const text =
+      'version: 1\nservices:\n  db:\n    image: postgres:16\n    env:\n      PW: { value: x, secret: pw }\n';
+    expect(diagnose(text)).toEqual([
+      'orch.yaml:6:7: env "PW" of service "db" sets both value and secret: keep one',
+    ]);
+  });
+
+  test('out-of-range expose port', () => {
+    expect(diagnose('version: 1\nexpose:\n  - port: 70000\n    as: web\n')).toEqual([
+      'orch.yaml:3:11: expose[0].port 70000 is out of range: ports are 1 to 65535',
+    ]);
+    expect(diagnose('version: 1\nexpose:\n  - port: 0\n    as: web\n')).toEqual([
+      'orch.yaml:3:11: expose[0].port 0 is out of range: ports are 1 to 65535',
+    ]);
+  });
+
+  test('malformed size', () => {
+    expect(diagnose('version: 1\nresources:\n  memory: 2 GiB\n')).toEqual([
+      'orch.yaml:3:11: malformed size "2 GiB" for resources.memory: write <integer><unit> with no space, unit one of MiB, GiB, TiB, MB, GB, TB, greater than zero (for example 2GiB)',
+    ]);
+    expect(diagnose('version: 1\nresources:\n  disk: 512MiB\n')).toEqual([
+      'orch.yaml:3:9: malformed size "512MiB" for resources.disk: it must come out as a whole number of GiB',
+    ]);
+  });
+
+  test('malformed duration', () => {
+    expect(diagnose('version: 1\nresources:\n  max_runtime: 30m1h\n')).toEqual([
+      'orch.yaml:3:16: malformed duration "30m1h" for resources.max_runtime: write groups of <integer><unit> with units d, h, m, s in that order (90s, 30m, 1h30m, 2d) or a whole number of seconds, greater than zero',
+    ]);
+  });
+
+  describe('each invalid GPU/MIG combination', () => {
+    const gpu = (body: string) => diagnose(`version: 1\nresources:\n  gpu:\n${body}`);
+    test('unknown model', () => {
+      expect(gpu('    model: h10\n')).toEqual([
+        'orch.yaml:4:12: unknown GPU model "h10" (did you mean "h100"?); known models: a100-40gb, a100-80gb, h100, h200, l4, l40s, a10g',
+      ]);
+    });
+    test('count < 1', () => {
+      expect(gpu('    model: l4\n    count: 0\n')).toEqual([
+        'orch.yaml:5:12: resources.gpu.count must be at least 1, got 0',
+      ]);
+    });
+    test('mig on a model that is not MIG-capable', () => {
+      expect(gpu('    model: l40s\n    mig: 1g.10gb\n')).toEqual([
+        'orch.yaml:5:5: GPU model "l40s" is not MIG-capable: remove mig, or pick a100-40gb, a100-80gb, h100 or h200',
+      ]);
+    });
+    test('a profile the model does not offer', () => {
+      expect(gpu('    model: h100\n    mig: 3g.20gb\n')).toEqual([
+        'orch.yaml:5:10: MIG profile "3g.20gb" is not offered by h100; it offers 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb',
+      ]);
+    });
+    test('mig with count other than 1', () => {
+      expect(gpu('    model: a100-40gb\n    count: 2\n    mig: 3g.20gb\n')).toEqual([
+        'orch.yaml:5:12: a MIG profile needs count 1, got count 2: one MIG slice per environment',
+      ]);
+    });
+  });
+
+  test('image together with --from-build', () => {
+    expect(diagnose('version: 1\nimage: debian-12\n', { fromBuild: 'snap-1' })).toEqual([
+      'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image',
+    ]);
+  });
+
+  test('YAML syntax error', () => {
+    expect(diagnose('version: 1\nrun: [a, b\n')).toEqual([
+      'orch.yaml:3:1: YAML syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]',
+    ]);
+  });
+
+  test('a second YAML document', () => {
+    expect(diagnose('version: 1\n---\nversion: 1\n')).toEqual([
+      'orch.yaml:2:1: YAML syntax error: a definition file holds exactly one YAML document; remove the "---" separator',
+    ]);
+  });
+
+  test('duplicate keys', () => {
+    expect(diagnose('version: 1\nimage: a\nimage: b\n')).toEqual([
+      'orch.yaml:3:1: duplicate key "image" at the top level (first defined at 2:1)',
+    ]);
+  });
+
+  test('an empty file', () => {
+    expect(diagnose('')).toEqual([
+      'orch.yaml:1:1: the definition file is empty: it needs at least "version: 1"',
+    ]);
+    expect(diagnose('# only a comment\n')).toEqual([
+      'orch.yaml:1:1: the definition file is empty: it needs at least "version: 1"',
+    ]);
+  });
+});
+
+test('every problem is reported together, in reading order', () => {
+  const text = [
+    'version: 3',
+    'image: debian-12',
+    'resources:',
+    '  memory: lots',
+    '  gpu: { model: l4, mig: 1g.5gb }',
+    'services:',
+    '  db: { ports: [5432] }',
+    'expose:',
+    '  - { port: 99999, as: Web }',
+    'imgae: x',
+    '',
+  ].join('\n');
+  expect(diagnose(text, { fromBuild: 's' })).toEqual([
+    'orch.yaml:1:10: version 3 is not supported: the only version is 1',
+    'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image',
+    'orch.yaml:4:11: malformed size "lots" for resources.memory: write <integer><unit> with no space, unit one of MiB, GiB, TiB, MB, GB, TB, greater than zero (for example 2GiB)',
+    'orch.yaml:5:21: GPU model "l4" is not MIG-capable: remove mig, or pick a100-40gb, a100-80gb, h100 or h200',
+    'orch.yaml:7:3: service "db" has no image: add "image: <name>" (for example postgres:16)',
+    'orch.yaml:9:13: expose[0].port 99999 is out of range: ports are 1 to 65535',
+    'orch.yaml:9:24: expose[0].as "Web" must be a DNS label: lowercase letters, digits and "-", starting with a letter, at most 63',
+    'orch.yaml:10:1: unknown field "imgae" at the top level (did you mean "image"?)',
+  ]);
+});
+
+describe('further checks a user would want explained', () => {
+  test.each([
+    [
+      'version: 1\nresources:\n  cpus: two\n',
+      'orch.yaml:3:9: resources.cpus must be an integer from 1 to 1024, got "two"',
+    ],
+    [
+      'version: 1\nresources:\n  cpus: 0\n',
+      'orch.yaml:3:9: resources.cpus 0 is out of range: it must be from 1 to 1024',
+    ],
+    [
+      'version: 1\nworkspace: app\n',
+      'orch.yaml:2:12: workspace must be an absolute guest path (starting with "/"), got "app"',
+    ],
+    [
+      'version: 1\nrun: ./serve.sh\n',
+      'orch.yaml:2:6: run (a list of shell lines) must be a list, got "./serve.sh"',
+    ],
+    [
+      'version: 1\nsetup:\n  - echo: hi\n',
+      'orch.yaml:3:5: setup[0] must be a string, got a mapping (quote the line)',
+    ],
+    [
+      'version: 1\nexpose:\n  - { port: 80, as: web }\n  - { port: 81, as: web }\n',
+      'orch.yaml:4:21: expose[1].as "web" is already used at 3:21; names must be unique',
+    ],
+    [
+      'version: 1\nservices:\n  db:\n    image: pg\n    env:\n      PW:\n',
+      'orch.yaml:6:10: env "PW" of service "db" must be a string, number or boolean, or { secret: <name> }, got nothing',
+    ],
+    ['- a\n- b\n', 'orch.yaml:1:1: the definition file must be a mapping, got a list'],
+  ])('%j', (text, line) => {
+    expect(diagnose(text)).toEqual([line]);
+  });
+});
