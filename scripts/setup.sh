@@ -1,7 +1,7 @@
 # Sourced by scripts/start.sh and scripts/test.sh: installs what is missing, idempotently.
 #   ensure_node          Node >= 20 must be there (it is the one thing we do not install)
-#   ensure_npm_packages  `npm ci` when node_modules is missing or older than package-lock.json;
-#                        the root `prepare` script then bundles the programs
+#   ensure_npm_packages  `npm install` when node_modules is missing or the lockfile or a package.json
+#                        changed (its `prepare` script bundles the programs); else just bundle
 #   ensure_debian NAME.. apt-get install the Debian packages that are not installed yet
 set -euo pipefail
 
@@ -24,15 +24,21 @@ ensure_node() {
 }
 
 ensure_npm_packages() {
+  # `npm install`, not `npm ci`: npm 11 prunes other platforms' optional packages (biome, esbuild)
+  # from the lockfile it writes and then its own `npm ci` rejects that lockfile as out of sync.
   local stamp=node_modules/.install-stamp
-  local want
-  want="$(sha256sum package-lock.json | cut -d' ' -f1)"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing npm packages (npm ci)"
-    npm ci --no-audit --no-fund
-    echo "$want" >"$stamp"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(npm_inputs_hash)" ]; then
+    log "installing npm packages"
+    npm install --no-audit --no-fund
+    npm_inputs_hash >"$stamp"
+  else
+    npm run --silent build
   fi
-  npm run --silent build
+}
+
+# What decides node_modules: the lockfile and every package.json.
+npm_inputs_hash() {
+  cat package-lock.json package.json packages/*/package.json | sha256sum | cut -d' ' -f1
 }
 
 ensure_debian() {
