@@ -1,0 +1,51 @@
+import { z } from 'zod';
+
+/**
+ * The host-agent protocol (HTTP + JSON, `Authorization: Bearer <agent token>` on every request,
+ * never a redirect). See this package's README. `orchd` dials these paths below the registered
+ * agent URL.
+ */
+export const AGENT_PATHS = {
+  /** `GET`: who the agent is and what it can run ({@link AgentInfo}). */
+  info: '/v1/info',
+} as const;
+
+export const HOST_KINDS = ['microvm', 'gpu'] as const;
+export type HostKind = (typeof HOST_KINDS)[number];
+
+export const ARCHES = ['amd64', 'arm64'] as const;
+export type Arch = (typeof ARCHES)[number];
+
+const count = z.number().int().nonnegative();
+
+/** Whole cpus, MiB of RAM and GiB of disk. */
+export const Resources = z.object({ cpus: count, ram_mb: count, disk_gb: count }).meta({ id: 'Resources' });
+export type Resources = z.infer<typeof Resources>;
+
+/** A GPU model on a host: how many devices, how many free, and the MIG profiles they can be cut into. */
+export const AgentGpu = z
+  .object({
+    model: z.string().min(1),
+    count: count,
+    free: count,
+    mig_profiles: z.array(z.string()).default([]),
+  })
+  .meta({ id: 'AgentGpu' });
+export type AgentGpu = z.infer<typeof AgentGpu>;
+
+/** `GET /v1/info` on an agent. Unknown fields are ignored, so agents can add some. */
+export const AgentInfo = z
+  .object({
+    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/),
+    kind: z.enum(HOST_KINDS),
+    arch: z.enum(ARCHES),
+    version: z.string().default(''),
+    /** `kvm`, `tcg` (software emulation), or `none` for a GPU host without VMs. */
+    accelerator: z.string().default('none'),
+    capacity: Resources,
+    free: Resources,
+    images: z.array(z.string()).default([]),
+    gpus: z.array(AgentGpu).default([]),
+  })
+  .meta({ id: 'AgentInfo' });
+export type AgentInfo = z.infer<typeof AgentInfo>;

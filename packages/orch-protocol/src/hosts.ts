@@ -1,0 +1,52 @@
+import { z } from 'zod';
+import { AgentGpu, ARCHES, HOST_KINDS, Resources } from './agent.js';
+
+/** Host ids: what an agent reports, or what the operator chooses at registration. */
+export const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/** `POST /v1/hosts`. `agent_token` defaults to `MICROVM_AGENT_TOKEN` for microvm hosts. */
+export const RegisterHostRequest = z
+  .strictObject({
+    id: z.string().regex(HOST_ID, 'must be 1-63 of letters, digits, ".", "_", "-", starting with a letter or digit').optional(),
+    kind: z.enum(HOST_KINDS),
+    agent_url: z.string().min(1).max(2048),
+    agent_token: z.string().min(1).max(4096).optional(),
+    labels: z.record(z.string().max(63), z.string().max(255)).default({}),
+  })
+  .meta({ id: 'RegisterHostRequest' });
+export type RegisterHostRequest = z.infer<typeof RegisterHostRequest>;
+
+/** `active` hosts take new environments; `cordoned` ones keep what they run and take nothing new. */
+export const HOST_STATES = ['active', 'cordoned'] as const;
+/** Last contact: `healthy`; `unreachable` (no answer); `unauthorized` (agent refused the token); `error` (bad answer). */
+export const HOST_HEALTH = ['healthy', 'unreachable', 'unauthorized', 'error'] as const;
+
+/** A registered host as `GET /v1/hosts` returns it. Never carries the agent token. */
+export const Host = z
+  .object({
+    id: z.string(),
+    kind: z.enum(HOST_KINDS),
+    agent_url: z.string(),
+    token_source: z.enum(['registered', 'default']),
+    arch: z.enum(ARCHES),
+    version: z.string(),
+    accelerator: z.string(),
+    state: z.enum(HOST_STATES),
+    health: z.enum(HOST_HEALTH),
+    health_detail: z.string().nullable(),
+    capacity: Resources,
+    free: Resources,
+    images: z.array(z.string()),
+    gpus: z.array(AgentGpu),
+    labels: z.record(z.string(), z.string()),
+    last_seen_at: z.iso.datetime().nullable(),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime(),
+  })
+  .meta({ id: 'Host' });
+export type Host = z.infer<typeof Host>;
+
+export const HostList = z.object({ hosts: z.array(Host) }).meta({ id: 'HostList' });
+export type HostList = z.infer<typeof HostList>;
+
+export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon']) });

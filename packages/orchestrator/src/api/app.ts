@@ -1,0 +1,131 @@
+import { getConnInfo } from '@hono/node-server/conninfo';
+import { SESSION_COOKIE } from '@orch/protocol';
+import { type Context, Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { getCookie } from 'hono/cookie';
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
+import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
+import { isStoreUnavailable } from '../store/unavailable.js';
+import { ApiError } from './errors.js';
+import type { AnyRoute } from './route.js';
+
+/** Largest request body accepted: 1 MiB (the spec leaves request size limits open). */
+export const MAX_BODY_BYTES = 1 << 20;
+
+export interface AppDeps {
+  readonly auth: Authenticator;
+  readonly allowlist: CidrAllowlist;
+  readonly logger: Logger;
+}
+
+/**
+ * Builds the HTTP app from the route table: CIDR allowlist, body limit, authentication and access,
+ * input validation with the route's zod schemas, and the single place where errors become the
+ * `{ error: { code, message, details? } }` envelope.
+ */
+export function buildApp(deps: AppDeps, routes: readonly AnyRoute[]): Hono {
+  const app = new Hono();
+
+  app.use('*', async (c, next) => {
+    const address = remoteAddress(c);
+    if (!deps.allowlist.allows(address)) {
+      throw new ApiError('forbidden', "your address is not in the orchestrator's allowed client networks", {
+        address: address ?? null,
+      });
+    }
+    await next();
+  });
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new ApiError(
+          'invalid_argument',
+          `the request body is larger than ${MAX_BODY_BYTES} bytes`,
+          { limit: MAX_BODY_BYTES },
+          413,
+        );
+      },
+    }),
+  );
+
+  for (const r of routes) {
+    app.on(r.method, r.path.replace(/\{(\w+)\}/g, ':$1'), async (c) => {
+      let principal: Principal | undefined;
+      if (r.access !== 'public') {
+        principal = await deps.auth.authenticate({
+          authorization: c.req.header('authorization'),
+          sessionCookie: getCookie(c, SESSION_COOKIE),
+        });
+        if (r.access === 'master') requireMaster(principal);
+      }
+      const params = r.params ? parse(r.params, c.req.param(), 'path') : undefined;
+      const query = r.query ? parse(r.query, c.req.query(), 'query') : undefined;
+      const body = r.body ? parse(r.body, await readJson(c), 'body') : undefined;
+      const reply = await r.handler({ params, query, body, principal, c });
+      for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v);
+      return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
+    });
+  }
+
+  app.notFound((c) => {
+    const err = new ApiError(
+      'route_not_found',
+      `no route for ${c.req.method} ${new URL(c.req.url).pathname}`,
+    );
+    return c.json(err.toBody(), 404);
+  });
+
+  app.onError((err, c) => {
+    const apiError = toApiError(err);
+    if (apiError.code === 'internal') deps.logger.error({ err, path: c.req.path }, 'unexpected error');
+    else if (apiError.code === 'unavailable')
+      deps.logger.warn({ path: c.req.path, err: err.message }, 'unavailable');
+    for (const [k, v] of Object.entries(apiError.headers)) c.header(k, v);
+    return c.json(apiError.toBody(), apiError.status as 400);
+  });
+
+  return app;
+}
+
+function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof URIError) return ApiError.invalid('the URL has malformed percent-encoding');
+  if (isStoreUnavailable(err))
+    return ApiError.unavailable("the orchestrator's store is unavailable; try again shortly");
+  return new ApiError('internal', 'internal error');
+}
+
+function remoteAddress(c: Context): string | undefined {
+  try {
+    return getConnInfo(c).remote.address;
+  } catch {
+    return undefined;
+  }
+}
+
+async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === '') throw ApiError.invalid('the request body is empty: send a JSON object');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw ApiError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function parse<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  where: 'path' | 'query' | 'body',
+): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || where, message: i.message }));
+  const first = issues[0]!;
+  const field = first.field === where ? where : `${where === 'body' ? '' : `${where} `}${first.field}`;
+  throw ApiError.invalid(`${field}: ${first.message}`, { issues });
+}

@@ -1,0 +1,75 @@
+import { ErrorBody } from '@orch/protocol';
+import { z } from 'zod';
+import type { AnyRoute } from './route.js';
+
+const json = (schema: z.ZodType, io: 'input' | 'output') => ({
+  'application/json': {
+    schema: z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }),
+  },
+});
+
+/**
+ * `GET /v1/openapi.json`: generated from the route table, so it describes exactly the routes the
+ * server registers, with the same zod schemas it validates with.
+ */
+export function openApiDocument(routes: readonly AnyRoute[]): object {
+  const errorContent = json(ErrorBody, 'output');
+  const paths: Record<string, Record<string, object>> = {};
+  for (const r of routes) {
+    const parameters = [
+      ...pathParams(r.params).map((name) => ({
+        name,
+        in: 'path',
+        required: true,
+        schema: { type: 'string' },
+      })),
+      ...queryParams(r.query),
+    ];
+    paths[r.path] ??= {};
+    paths[r.path]![r.method.toLowerCase()] = {
+      summary: r.summary,
+      tags: [r.tag],
+      'x-access': r.access,
+      ...(r.access === 'public' ? { security: [] } : {}),
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(r.body ? { requestBody: { required: true, content: json(r.body, 'input') } } : {}),
+      responses: {
+        [r.success.status]: {
+          description: r.success.description,
+          ...(r.success.schema ? { content: json(r.success.schema, 'output') } : {}),
+        },
+        default: { description: 'Error envelope', content: errorContent },
+      },
+    };
+  }
+  return {
+    openapi: '3.0.3',
+    info: {
+      title: 'orchd',
+      version: '1',
+      description: 'The orchestrator API. Errors are { error: { code, message, details? } }.',
+    },
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer' },
+        session: { type: 'apiKey', in: 'cookie', name: 'orch_session' },
+      },
+    },
+    security: [{ bearer: [] }, { session: [] }],
+    paths,
+  };
+}
+
+function pathParams(schema: z.ZodType | undefined): string[] {
+  return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
+}
+
+function queryParams(schema: z.ZodType | undefined): object[] {
+  if (!(schema instanceof z.ZodObject)) return [];
+  return Object.entries(schema.shape as Record<string, z.ZodType>).map(([name, s]) => ({
+    name,
+    in: 'query',
+    required: !s.safeParse(undefined).success,
+    schema: z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', target: 'openapi-3.0' }),
+  }));
+}

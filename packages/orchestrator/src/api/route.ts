@@ -1,0 +1,57 @@
+import type { Context } from 'hono';
+import type { z } from 'zod';
+import type { Principal } from '../auth/authenticator.js';
+
+/** Who may call a route: anyone (no auth), any authenticated caller, or the master token only. */
+export type Access = 'public' | 'authenticated' | 'master';
+
+/** What a handler answers: a status, a JSON body (omitted for 204) and extra headers. */
+export interface Reply {
+  readonly status: 200 | 201 | 204;
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface RouteSpec<
+  P extends z.ZodType | undefined,
+  Q extends z.ZodType | undefined,
+  B extends z.ZodType | undefined,
+> {
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  /** OpenAPI form, e.g. `/v1/hosts/{id}`. */
+  readonly path: string;
+  readonly access: Access;
+  readonly summary: string;
+  readonly tag: string;
+  readonly params?: P;
+  readonly query?: Q;
+  readonly body?: B;
+  /** Success status and schema (documented in OpenAPI); errors are the common envelope. */
+  readonly success: {
+    readonly status: 200 | 201 | 204;
+    readonly schema?: z.ZodType;
+    readonly description: string;
+  };
+  readonly handler: (input: {
+    readonly params: Out<P>;
+    readonly query: Out<Q>;
+    readonly body: Out<B>;
+    readonly principal: Principal | undefined;
+    readonly c: Context;
+  }) => Promise<Reply>;
+}
+
+/** A route with its types erased, for the route table. */
+// biome-ignore lint/suspicious/noExplicitAny: the table holds routes of every input type; each is checked where it is defined
+export type AnyRoute = RouteSpec<any, any, any>;
+
+/** Declares a route; the handler's input types follow from the schemas. */
+export function route<
+  P extends z.ZodType | undefined = undefined,
+  Q extends z.ZodType | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+>(spec: RouteSpec<P, Q, B>): AnyRoute {
+  return spec;
+}

@@ -1,0 +1,71 @@
+import { Host, HostAction, HostList, RegisterHostRequest } from '@orch/protocol';
+import { z } from 'zod';
+import type { HostService } from '../../hosts/host-service.js';
+import { type AnyRoute, route } from '../route.js';
+
+const IdParam = z.object({ id: z.string().min(1).max(200) });
+
+/** `/v1/hosts`: register (master), read (anyone authenticated), cordon/uncordon and delete (master). */
+export function hostRoutes(hosts: HostService): AnyRoute[] {
+  return [
+    route({
+      method: 'POST',
+      path: '/v1/hosts',
+      access: 'master',
+      tag: 'hosts',
+      summary: 'Register a host agent, or replace the provider details of an existing host id',
+      body: RegisterHostRequest,
+      success: { status: 201, schema: Host, description: 'Registered (201 new, 200 replaced)' },
+      handler: async ({ body }) => {
+        const { host, created } = await hosts.register(body);
+        return { status: created ? 201 : 200, body: host };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/hosts',
+      access: 'authenticated',
+      tag: 'hosts',
+      summary: 'List hosts with topology, capacity, state and health',
+      success: { status: 200, schema: HostList, description: 'All hosts, by id' },
+      handler: async () => ({ status: 200, body: { hosts: await hosts.list() } }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/hosts/{id}',
+      access: 'authenticated',
+      tag: 'hosts',
+      summary: 'Read one host',
+      params: IdParam,
+      success: { status: 200, schema: Host, description: 'The host' },
+      handler: async ({ params }) => ({ status: 200, body: await hosts.get(params.id) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/hosts/{id}',
+      access: 'master',
+      tag: 'hosts',
+      summary: 'Cordon (take no new environments) or uncordon a host: ?action=cordon|uncordon',
+      params: IdParam,
+      query: HostAction,
+      success: { status: 200, schema: Host, description: 'The host in its new state' },
+      handler: async ({ params, query }) => ({
+        status: 200,
+        body: await hosts.setState(params.id, query.action === 'cordon' ? 'cordoned' : 'active'),
+      }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/v1/hosts/{id}',
+      access: 'master',
+      tag: 'hosts',
+      summary: 'Remove a host',
+      params: IdParam,
+      success: { status: 204, description: 'Removed' },
+      handler: async ({ params }) => {
+        await hosts.remove(params.id);
+        return { status: 204 };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,89 @@
+import { checkAgentUrl, type Host, type RegisterHostRequest } from '@orch/protocol';
+import type { Logger } from 'pino';
+import { ApiError } from '../api/errors.js';
+import type { TokenBox } from '../crypto/token-box.js';
+import type { HostsRepo, HostWithToken } from '../store/hosts-repo.js';
+import { AgentError, fetchAgentInfo } from './agent-client.js';
+
+/** Registration, reads, cordon and removal of hosts; and the token to dial each one with. */
+export class HostService {
+  constructor(
+    private readonly repo: HostsRepo,
+    private readonly box: TokenBox,
+    private readonly defaultMicrovmToken: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Registers (or re-registers) a host: validates the URL before any dial, dials the agent's info
+   * endpoint with the token to learn arch, topology and capacity, then stores the token sealed.
+   */
+  async register(req: RegisterHostRequest): Promise<{ host: Host; created: boolean }> {
+    const checked = checkAgentUrl(req.agent_url);
+    if (!checked.ok) throw ApiError.invalid(checked.reason, { field: 'agent_url' });
+    const token = req.agent_token ?? (req.kind === 'microvm' ? this.defaultMicrovmToken : '');
+    if (token === '') {
+      throw ApiError.invalid(
+        req.kind === 'gpu'
+          ? 'agent_token is required for a gpu host (its GPU_AGENT_TOKEN)'
+          : 'agent_token is missing and MICROVM_AGENT_TOKEN is not set on the orchestrator',
+        { field: 'agent_token' },
+      );
+    }
+    const info = await fetchAgentInfo(checked.url, token).catch((err: unknown) => {
+      throw agentFailure(err);
+    });
+    if (info.kind !== req.kind) {
+      throw ApiError.invalid(`the agent at ${checked.url} is a ${info.kind} host, not ${req.kind}`, {
+        field: 'kind',
+      });
+    }
+    const result = await this.repo.upsert({
+      id: req.id ?? info.id,
+      kind: req.kind,
+      agentUrl: checked.url,
+      agentTokenSealed: req.agent_token === undefined ? null : this.box.seal(req.agent_token),
+      labels: req.labels,
+      info,
+    });
+    this.logger.info(
+      { host: result.host.id, created: result.created, agent_url: checked.url },
+      'host registered',
+    );
+    return result;
+  }
+
+  async list(): Promise<Host[]> {
+    return (await this.repo.list()).map((h) => h.host);
+  }
+
+  async get(id: string): Promise<Host> {
+    const found = await this.repo.get(id);
+    if (!found) throw ApiError.notFound('host', id);
+    return found.host;
+  }
+
+  async setState(id: string, state: 'active' | 'cordoned'): Promise<Host> {
+    const host = await this.repo.setState(id, state);
+    if (!host) throw ApiError.notFound('host', id);
+    this.logger.info({ host: id, state }, 'host state changed');
+    return host;
+  }
+
+  async remove(id: string): Promise<void> {
+    if (!(await this.repo.delete(id))) throw ApiError.notFound('host', id);
+    this.logger.info({ host: id }, 'host removed');
+  }
+
+  /** The token to dial a host with: its own (decrypted) or the default microvm token. */
+  tokenFor(h: HostWithToken): string {
+    return h.agentTokenSealed === null ? this.defaultMicrovmToken : this.box.open(h.agentTokenSealed);
+  }
+}
+
+/** Maps an agent failure at registration to the API: a bad URL, token or answer is the caller's to fix. */
+function agentFailure(err: unknown): ApiError {
+  if (!(err instanceof AgentError)) return new ApiError('internal', 'registration failed unexpectedly');
+  if (err.kind === 'unreachable') return ApiError.unavailable(err.message);
+  return ApiError.invalid(err.message, { agent_error: err.kind });
+}

@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { type ServerType, serve } from '@hono/node-server';
+import type { Logger } from 'pino';
+import { buildApp } from './api/app.js';
+import { openApiDocument } from './api/openapi.js';
+import { type AnyRoute, route } from './api/route.js';
+import { apiKeyRoutes } from './api/routes/api-keys.js';
+import { hostRoutes } from './api/routes/hosts.js';
+import { sessionRoutes } from './api/routes/session.js';
+import { Authenticator } from './auth/authenticator.js';
+import { CidrAllowlist } from './auth/cidr-allowlist.js';
+import { SessionSigner } from './auth/session-cookie.js';
+import type { Config } from './config.js';
+import { TokenBox } from './crypto/token-box.js';
+import { HealthMonitor } from './hosts/health-monitor.js';
+import { HostService } from './hosts/host-service.js';
+import { ApiKeysRepo } from './store/api-keys-repo.js';
+import { openStore, type Store } from './store/database.js';
+import { HostsRepo } from './store/hosts-repo.js';
+
+const KEY_CHECK_SETTING = 'token_encryption_key_check';
+const KEY_CHECK_PLAINTEXT = 'orchd token encryption key check';
+
+/**
+ * The orchestrator process: store, HTTP API and host health monitor, started by `run()` and taken
+ * down in reverse order by `stop()`.
+ */
+export class Orchestrator {
+  private store: Store | undefined;
+  private server: ServerType | undefined;
+  private monitor: HealthMonitor | undefined;
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Starts everything; resolves with the bound port once requests are served. */
+  async run(): Promise<{ port: number }> {
+    const { config, logger } = this;
+    const allowlist = new CidrAllowlist(config.allowedCidrs);
+    this.store = await openStore(config, logger);
+    const box = new TokenBox(await this.encryptionKey());
+    await checkEncryptionKey(this.store, box);
+
+    const apiKeys = this.store.keyStore ? new ApiKeysRepo(this.store.db) : undefined;
+    const sessions = config.authToken ? new SessionSigner(config.authToken) : undefined;
+    const auth = new Authenticator(config.authToken, apiKeys, sessions);
+    const hostsRepo = new HostsRepo(this.store.db);
+    const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger);
+
+    const routes: AnyRoute[] = [
+      ...sessionRoutes(auth, sessions, config.secureCookies),
+      ...hostRoutes(hosts),
+      ...apiKeyRoutes(apiKeys),
+    ];
+    const openapi = route({
+      method: 'GET',
+      path: '/v1/openapi.json',
+      access: 'public',
+      tag: 'meta',
+      summary: 'This document',
+      success: { status: 200, description: 'OpenAPI 3.0 description of every route' },
+      handler: async () => ({ status: 200, body: document }),
+    });
+    routes.push(openapi);
+    const document = openApiDocument(routes);
+    const app = buildApp({ auth, allowlist, logger }, routes);
+
+    this.monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalS * 1000, logger);
+    this.monitor.run();
+
+    const port = await new Promise<number>((resolve, reject) => {
+      this.server = serve(
+        { fetch: app.fetch, port: config.port, hostname: config.listen },
+        (info: AddressInfo) => resolve(info.port),
+      );
+      this.server.once('error', reject);
+    });
+    if (auth.passThrough && !['127.0.0.1', '::1', 'localhost'].includes(config.listen)) {
+      logger.warn(
+        { listen: config.listen },
+        'authentication is disabled (no master token, no key store) on a non-loopback address',
+      );
+    }
+    logger.info(
+      {
+        port,
+        listen: config.listen,
+        store: this.store.mode,
+        auth: auth.passThrough ? 'disabled' : 'required',
+        api_keys: !!apiKeys,
+      },
+      'orchd listening',
+    );
+    return { port };
+  }
+
+  async stop(): Promise<void> {
+    await this.monitor?.stop();
+    await new Promise<void>((resolve) => {
+      if (!this.server) return resolve();
+      this.server.close(() => resolve());
+      (this.server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+    });
+    await this.store?.close();
+  }
+
+  /**
+   * The key sealing agent tokens: `TOKEN_ENCRYPTION_KEY`, or (embedded store only) one generated on
+   * first start and kept in the data dir with mode 0600.
+   */
+  private async encryptionKey(): Promise<Buffer> {
+    if (this.config.tokenEncryptionKey) return this.config.tokenEncryptionKey;
+    const file = join(this.config.dataDir, 'token-encryption.key');
+    const existing = await readFile(file, 'utf8').catch(() => undefined);
+    if (existing) return Buffer.from(existing.trim(), 'base64');
+    const key = randomBytes(32);
+    await mkdir(this.config.dataDir, { recursive: true, mode: 0o700 });
+    await writeFile(file, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
+    return key;
+  }
+}
+
+/** Refuses to start with a key other than the one the database's secrets were sealed with. */
+async function checkEncryptionKey(store: Store, box: TokenBox): Promise<void> {
+  await store.db
+    .insertInto('settings')
+    .values({ key: KEY_CHECK_SETTING, value: box.seal(KEY_CHECK_PLAINTEXT) })
+    .onConflict((oc) => oc.column('key').doNothing())
+    .execute();
+  const row = await store.db
+    .selectFrom('settings')
+    .select('value')
+    .where('key', '=', KEY_CHECK_SETTING)
+    .executeTakeFirstOrThrow();
+  let ok = false;
+  try {
+    ok = box.open(row.value) === KEY_CHECK_PLAINTEXT;
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
+    await store.close();
+    throw new Error(
+      'TOKEN_ENCRYPTION_KEY is not the key this database was set up with; agent tokens could not be decrypted',
+    );
+  }
+}

@@ -1,0 +1,72 @@
+import { Kysely, Migrator, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { EmbeddedPostgres } from './embedded-postgres.js';
+import { migrationProvider } from './migrations.js';
+import type { Database } from './schema.js';
+import { isStoreUnavailable } from './unavailable.js';
+
+/** The orchestrator's store: one Kysely over PostgreSQL, embedded or at `DATABASE_URL`. */
+export interface Store {
+  readonly db: Kysely<Database>;
+  /** Whether API keys are accepted: only with `DATABASE_URL` (orchestrator.md, "API key"). */
+  readonly keyStore: boolean;
+  readonly mode: 'embedded' | 'server';
+  close(): Promise<void>;
+}
+
+const START_ATTEMPTS = 30;
+
+/**
+ * Opens the store and brings its schema up to date. A server that is not reachable yet is retried
+ * for about 30 s before giving up; after start, outages surface per request as `unavailable` and
+ * the pool reconnects by itself.
+ */
+export async function openStore(config: Config, logger: Logger): Promise<Store> {
+  let embedded: EmbeddedPostgres | undefined;
+  let poolConfig: pg.PoolConfig;
+  if (config.databaseUrl) {
+    poolConfig = { connectionString: config.databaseUrl };
+  } else {
+    embedded = new EmbeddedPostgres(config.dataDir, logger);
+    poolConfig = await embedded.start();
+  }
+  const pool = new pg.Pool({
+    ...poolConfig,
+    max: 10,
+    connectionTimeoutMillis: 3000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its server must not crash the process; the next query reconnects.
+  pool.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const close = async () => {
+    await db.destroy().catch(() => undefined);
+    await embedded?.stop();
+  };
+  try {
+    await migrate(db, logger);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { db, keyStore: config.databaseUrl !== '', mode: embedded ? 'embedded' : 'server', close };
+}
+
+async function migrate(db: Kysely<Database>, logger: Logger): Promise<void> {
+  const migrator = new Migrator({ db, provider: migrationProvider });
+  for (let attempt = 1; ; attempt++) {
+    const { error, results } = await migrator.migrateToLatest();
+    if (!error) {
+      for (const r of results ?? [])
+        logger.info({ migration: r.migrationName, status: r.status }, 'migration');
+      return;
+    }
+    if (!isStoreUnavailable(error) || attempt >= START_ATTEMPTS) {
+      throw new Error(`the database is not usable: ${(error as Error).message}`);
+    }
+    logger.warn({ attempt, err: (error as Error).message }, 'database not reachable yet; retrying');
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
