@@ -15,12 +15,18 @@ export function checkAgentUrl(raw: string): { ok: true; url: string } | { ok: fa
     return { ok: false, reason: `agent_url ${JSON.stringify(raw)} is not a URL` };
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    return { ok: false, reason: `agent_url scheme must be http or https, got ${url.protocol.replace(/:$/, '')}` };
+    return {
+      ok: false,
+      reason: `agent_url scheme must be http or https, got ${url.protocol.replace(/:$/, '')}`,
+    };
   }
-  if (url.username !== '' || url.password !== '') return { ok: false, reason: 'agent_url must not embed credentials' };
+  if (url.username !== '' || url.password !== '')
+    return { ok: false, reason: 'agent_url must not embed credentials' };
   // WHATWG URL drops an empty "?" or "#", so look at the text as given too.
-  if (url.search !== '' || raw.includes('?')) return { ok: false, reason: 'agent_url must not have a query string' };
-  if (url.hash !== '' || raw.includes('#')) return { ok: false, reason: 'agent_url must not have a fragment' };
+  if (url.search !== '' || raw.includes('?'))
+    return { ok: false, reason: 'agent_url must not have a query string' };
+  if (url.hash !== '' || raw.includes('#'))
+    return { ok: false, reason: 'agent_url must not have a fragment' };
   if (url.hostname === '') return { ok: false, reason: 'agent_url needs a host' };
   return { ok: true, url: url.href.replace(/\/+$/, '') };
 }

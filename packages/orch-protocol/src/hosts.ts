@@ -7,7 +7,10 @@ export const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 /** `POST /v1/hosts`. `agent_token` defaults to `MICROVM_AGENT_TOKEN` for microvm hosts. */
 export const RegisterHostRequest = z
   .strictObject({
-    id: z.string().regex(HOST_ID, 'must be 1-63 of letters, digits, ".", "_", "-", starting with a letter or digit').optional(),
+    id: z
+      .string()
+      .regex(HOST_ID, 'must be 1-63 of letters, digits, ".", "_", "-", starting with a letter or digit')
+      .optional(),
     kind: z.enum(HOST_KINDS),
     agent_url: z.string().min(1).max(2048),
     agent_token: z.string().min(1).max(4096).optional(),

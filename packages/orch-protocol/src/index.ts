@@ -2,9 +2,26 @@
  * Wire types and zod schemas of the orchestrator: the `/v1` API (shared by `orchd` and `orch`) and
  * the host-agent protocol (shared by `orchd` and `orch-agent`).
  */
-export { AGENT_PATHS, AgentGpu, AgentInfo, ARCHES, type Arch, HOST_KINDS, type HostKind, Resources } from './agent.js';
+export {
+  AGENT_PATHS,
+  AgentGpu,
+  AgentInfo,
+  ARCHES,
+  type Arch,
+  HOST_KINDS,
+  type HostKind,
+  Resources,
+} from './agent.js';
 export { checkAgentUrl } from './agent-url.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
 export { ERROR_CODES, ERROR_STATUS, ErrorBody, type ErrorCode } from './errors.js';
-export { HOST_HEALTH, HOST_ID, HOST_STATES, Host, HostAction, HostList, RegisterHostRequest } from './hosts.js';
+export {
+  HOST_HEALTH,
+  HOST_ID,
+  HOST_STATES,
+  Host,
+  HostAction,
+  HostList,
+  RegisterHostRequest,
+} from './hosts.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';

@@ -79,6 +79,19 @@ export class Orchestrator {
         (info: AddressInfo) => resolve(info.port),
       );
       this.server.once('error', reject);
+      // Requests too malformed for the HTTP parser still get the error envelope, never a bare 400.
+      this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+        if (!socket.writable) return socket.destroy();
+        const body = JSON.stringify({
+          error: {
+            code: 'invalid_argument',
+            message: `malformed HTTP request: ${err.code ?? 'parse error'}`,
+          },
+        });
+        socket.end(
+          `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      });
     });
     if (auth.passThrough && !['127.0.0.1', '::1', 'localhost'].includes(config.listen)) {
       logger.warn(

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import { AgentError, fetchAgentInfo } from './agent-client.js';
@@ -26,10 +27,7 @@ export class HealthMonitor {
         await this.checkAll().catch((err: unknown) =>
           this.logger.warn({ err: (err as Error).message }, 'health check round failed'),
         );
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, this.intervalMs);
-          signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-        });
+        await sleep(this.intervalMs, undefined, { signal }).catch(() => undefined);
       }
     })();
   }

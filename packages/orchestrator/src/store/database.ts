@@ -36,6 +36,8 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
     ...poolConfig,
     max: 10,
     connectionTimeoutMillis: 3000,
+    // A server that stops answering (frozen, partitioned) must not hang requests: fail as unavailable.
+    query_timeout: 10_000,
     idleTimeoutMillis: 30_000,
   });
   // An idle client losing its server must not crash the process; the next query reconnects.

