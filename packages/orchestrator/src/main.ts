@@ -19,6 +19,10 @@ async function main(): Promise<number> {
     return 0;
   }
   const logger = pino({ level: invocation.config.logLevel, base: { service: 'orchd' } });
+  // Listen for signals before starting, so that one arriving during start-up still stops cleanly.
+  const stopRequested = new Promise<void>((resolve) => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+  });
   const orchestrator = new Orchestrator(invocation.config, logger);
   try {
     await orchestrator.run();
@@ -27,9 +31,7 @@ async function main(): Promise<number> {
     await orchestrator.stop().catch(() => undefined);
     return 1;
   }
-  await new Promise<void>((resolve) => {
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
-  });
+  await stopRequested;
   logger.info('orchd stopping');
   await orchestrator.stop();
   return 0;

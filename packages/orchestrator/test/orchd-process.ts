@@ -21,7 +21,10 @@ export class OrchdProcess {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  /** Starts orchd with these settings (ORCH_PORT defaults to a free port) and waits until it listens. */
+  /**
+   * Starts orchd with these settings (ORCH_PORT defaults to a free port) and waits until it logs
+   * that it listens (so the log level is at least info).
+   */
   static async start(env: Record<string, string>, args: string[] = []): Promise<OrchdProcess> {
     const fullEnv = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -38,7 +41,10 @@ export class OrchdProcess {
     const errLines = createInterface({ input: proc.stderr! });
     errLines.on('line', (l) => output.push(l));
     const port = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`orchd did not start:\n${output.join('\n')}`)), 60_000);
+      const timer = setTimeout(() => {
+        proc.kill('SIGKILL');
+        reject(new Error(`orchd did not start:\n${output.join('\n')}`));
+      }, 60_000);
       lines.on('line', (l) => {
         output.push(l);
         if (l.includes('"orchd listening"')) {

