@@ -1,0 +1,34 @@
+import type { ApiKey, CreatedApiKey } from '@orch/protocol';
+import { OrchClient } from '../api-client.js';
+import { ContextStore } from '../context-store.js';
+import { contextsFile } from '../settings.js';
+import { table } from '../table.js';
+import type { OutputMode } from './preview.js';
+
+async function client(): Promise<OrchClient> {
+  return new OrchClient((await new ContextStore(contextsFile()).current()).context);
+}
+
+/** `orch apikeys create --label L`: prints the raw secret, which the orchestrator shows only this once. */
+export async function createKey(label: string, output: OutputMode): Promise<string> {
+  const key = await (await client()).call<CreatedApiKey>('POST', '/v1/api-keys', { label });
+  if (output === 'json') return `${JSON.stringify(key, null, 2)}\n`;
+  return `${table(['ID', 'LABEL', 'SECRET'], [[key.id, key.label, key.secret]])}Save the secret now: it is shown only once.\n`;
+}
+
+/** `orch apikeys list`. */
+export async function listKeys(output: OutputMode): Promise<string> {
+  const { api_keys } = await (await client()).call<{ api_keys: ApiKey[] }>('GET', '/v1/api-keys');
+  if (output === 'json') return `${JSON.stringify({ api_keys }, null, 2)}\n`;
+  if (api_keys.length === 0) return 'no API keys: create one with `orch apikeys create --label <label>`\n';
+  return table(
+    ['ID', 'LABEL', 'HINT', 'CREATED', 'LAST USED'],
+    api_keys.map((k) => [k.id, k.label, k.hint, k.created_at, k.last_used_at ?? 'never']),
+  );
+}
+
+/** `orch apikeys revoke <id>`. */
+export async function revokeKey(id: string, output: OutputMode): Promise<string> {
+  await (await client()).call('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
+  return output === 'json' ? `${JSON.stringify({ revoked: id })}\n` : `revoked ${id}\n`;
+}
