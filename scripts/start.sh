@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Quick start, command 1: install what is missing, then run the main job.
-# For now the main job is the CLI: `orch compile` on a shipped example definition.
+# Quick start, command 1: install what is missing, then run the main job: a preview of
+# `orch compile` on a shipped example, then `orchd` on its embedded defaults (Ctrl-C stops it).
 source "$(dirname "$0")/setup.sh"
 ensure_node
 ensure_npm_packages
 
 log "orch compile examples/services-secrets/orch.yaml"
 npx --no-install orch compile examples/services-secrets/orch.yaml
-log "the same request as JSON (what \`orch up\` posts): orch compile --format json examples/full"
-npx --no-install orch compile --format json examples/full
-log "try: npx orch --help"
+
+# As root the embedded Postgres runs as user postgres, which must be able to reach the data dir.
+if [ -z "${ORCH_DATA_DIR:-}" ]; then
+  ORCH_DATA_DIR="$ROOT/.data/orchd"
+  if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$ROOT" 2>/dev/null; then
+    ORCH_DATA_DIR=/var/lib/orchd
+  fi
+fi
+export ORCH_DATA_DIR
+log "starting orchd on http://127.0.0.1:${ORCH_PORT:-8080} (embedded store in $ORCH_DATA_DIR; Ctrl-C stops it)"
+log "in another shell: npx orch connect http://127.0.0.1:${ORCH_PORT:-8080} && npx orch host list"
+exec npx --no-install orchd

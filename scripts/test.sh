@@ -4,7 +4,8 @@
 source "$(dirname "$0")/setup.sh"
 ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
-ensure_debian strace
+# postgresql: the server store that orchd reaches through DATABASE_URL in the *.pg.test.ts suites.
+ensure_debian strace postgresql
 ensure_npm_packages
 
 log "lint and format check (biome)"
