@@ -36,7 +36,13 @@ await new Promise((r) => agent.listen(0, '127.0.0.1', r));
 
 const dataDir = mkdtempSync(join(tmpdir(), 'orchd-bench-'));
 const orchd = spawn(process.execPath, ['packages/orchestrator/bin/orchd.js'], {
-  env: { PATH: process.env.PATH, ORCH_PORT: '0', ORCH_DATA_DIR: dataDir, ORCH_AUTH_TOKEN: TOKEN, ORCH_LOG_LEVEL: 'info' },
+  env: {
+    PATH: process.env.PATH,
+    ORCH_PORT: '0',
+    ORCH_DATA_DIR: dataDir,
+    ORCH_AUTH_TOKEN: TOKEN,
+    ORCH_LOG_LEVEL: 'info',
+  },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 const port = await new Promise((resolve) => {
@@ -49,13 +55,19 @@ const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/js
 const reg = await fetch(`${base}/v1/hosts`, {
   method: 'POST',
   headers: auth,
-  body: JSON.stringify({ kind: 'microvm', agent_url: `http://127.0.0.1:${agent.address().port}`, agent_token: AGENT_TOKEN }),
+  body: JSON.stringify({
+    kind: 'microvm',
+    agent_url: `http://127.0.0.1:${agent.address().port}`,
+    agent_token: AGENT_TOKEN,
+  }),
 });
 if (reg.status !== 201) throw new Error(`registration failed: ${reg.status} ${await reg.text()}`);
 const body = await (await fetch(`${base}/v1/hosts/bench-host`, { headers: auth })).text();
 
 // The obvious alternative: node:http answering the same bytes, no routing, auth or store.
-const bare = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(body));
+const bare = createServer((_req, res) =>
+  res.writeHead(200, { 'content-type': 'application/json' }).end(body),
+);
 await new Promise((r) => bare.listen(0, '127.0.0.1', r));
 
 const run = (url) =>

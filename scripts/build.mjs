@@ -9,7 +9,12 @@ import { build } from 'esbuild';
 
 const programs = [
   { entry: 'packages/cli/src/main.ts', outdir: 'packages/cli/dist', name: 'orch', bundleDependencies: true },
-  { entry: 'packages/orchestrator/src/main.ts', outdir: 'packages/orchestrator/dist', name: 'orchd', bundleDependencies: false },
+  {
+    entry: 'packages/orchestrator/src/main.ts',
+    outdir: 'packages/orchestrator/dist',
+    name: 'orchd',
+    bundleDependencies: false,
+  },
 ];
 
 /** Keeps npm dependencies external; workspace packages are bundled from source. */

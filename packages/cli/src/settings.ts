@@ -6,9 +6,7 @@ import { join } from 'node:path';
  * (`$XDG_CONFIG_HOME/orch/config.json`, else `~/.config/orch/config.json`).
  */
 export function contextsFile(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  const base =
-    env.XDG_CONFIG_HOME && env.XDG_CONFIG_HOME.startsWith('/')
-      ? env.XDG_CONFIG_HOME
-      : join(env.HOME ?? homedir(), '.config');
+  const xdg = env.XDG_CONFIG_HOME;
+  const base = xdg?.startsWith('/') ? xdg : join(env.HOME ?? homedir(), '.config');
   return join(base, 'orch', 'config.json');
 }
