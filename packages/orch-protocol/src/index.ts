@@ -13,6 +13,22 @@ export {
   Resources,
 } from './agent.js';
 export { checkAgentUrl } from './agent-url.js';
+export {
+  AGENT_ID,
+  AGENT_VM_PATHS,
+  AGENT_VM_STATES,
+  AgentVm,
+  AgentVmList,
+  type AgentVmState,
+  CreateSnapshotRequest,
+  CreateVmRequest,
+  EXEC_OUTPUT_LIMIT,
+  ExecRequest,
+  ExecResult,
+  ExposePort,
+  SnapshotArtifact,
+  VmSpec,
+} from './agent-vms.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
 export { ERROR_CODES, ERROR_STATUS, ErrorBody, type ErrorCode } from './errors.js';
 export {

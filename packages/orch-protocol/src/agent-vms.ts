@@ -1,0 +1,169 @@
+import { z } from 'zod';
+
+/**
+ * The host-agent protocol beyond `GET /v1/info`: VMs, exec, console, snapshots. HTTP + JSON below
+ * the registered agent URL; `Authorization: Bearer <agent token>` on every request (401 otherwise);
+ * errors use the orchestrator's envelope `{ error: { code, message, details? } }`; never a redirect.
+ *
+ *   POST   /v1/vms                          CreateVmRequest -> 202 AgentVm (state "creating")
+ *   GET    /v1/vms                          -> 200 { vms: AgentVm[] }
+ *   GET    /v1/vms/{id}                     -> 200 AgentVm | 404
+ *   DELETE /v1/vms/{id}                     -> 204 (stops the VM and frees disk, ports, processes) | 404
+ *   POST   /v1/vms/{id}/exec                ExecRequest -> 200 ExecResult
+ *   GET    /v1/vms/{id}/console             WebSocket: binary frames both ways = the guest's serial console
+ *   GET    /v1/vms/{id}/log                 -> 200 text/plain: the startup script's output so far
+ *   POST   /v1/vms/{id}/snapshots           CreateSnapshotRequest -> 201 SnapshotArtifact
+ *   DELETE /v1/snapshots/{snapshot_id}      -> 204 | 404
+ *   GET    /v1/snapshots/{snapshot_id}/data -> 200 application/octet-stream (the artifact, for exports)
+ *
+ * VM lifecycle on the agent:
+ *
+ *   creating --guest ready--> running --DELETE / max runtime--> stopping --> stopped
+ *       |                        |
+ *       +--boot failed--> error  +--QEMU died--> error
+ */
+export const AGENT_VM_PATHS = {
+  vms: '/v1/vms',
+  vm: (id: string) => `/v1/vms/${encodeURIComponent(id)}`,
+  exec: (id: string) => `/v1/vms/${encodeURIComponent(id)}/exec`,
+  console: (id: string) => `/v1/vms/${encodeURIComponent(id)}/console`,
+  log: (id: string) => `/v1/vms/${encodeURIComponent(id)}/log`,
+  snapshots: (id: string) => `/v1/vms/${encodeURIComponent(id)}/snapshots`,
+  snapshot: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}`,
+  snapshotData: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}/data`,
+} as const;
+
+/** VM and snapshot ids are chosen by the orchestrator. */
+export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+export const VmSpec = z
+  .object({
+    cpus: z.number().int().min(1).max(1024),
+    ram_mb: z
+      .number()
+      .int()
+      .min(64)
+      .max(16 * 1024 * 1024),
+    storage_gb: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024 * 1024),
+    max_runtime_seconds: z.number().int().min(1),
+    image: z.string().min(1).optional(),
+    gpu: z
+      .object({ model: z.string(), count: z.number().int().min(1), mig: z.string().optional() })
+      .optional(),
+  })
+  .meta({ id: 'VmSpec' });
+export type VmSpec = z.infer<typeof VmSpec>;
+
+export const ExposePort = z
+  .object({
+    port: z.number().int().min(1).max(65_535),
+    as: z.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/),
+  })
+  .meta({ id: 'ExposePort' });
+
+/**
+ * `POST /v1/vms`. `secrets` are the values for the manifest's secret references; the agent passes
+ * them to the guest (startup script environment) and never writes them to its logs or disks in
+ * clear. `seed_snapshot_id` boots the root disk of a build artifact (from-build); `restore` starts
+ * from a snapshot: a `live` one resumes where it stopped, a `disk` one cold-boots.
+ */
+export const CreateVmRequest = z
+  .strictObject({
+    id: z.string().regex(AGENT_ID),
+    spec: VmSpec,
+    manifest_inline: z.string(),
+    startup_script: z.string(),
+    secrets: z.record(z.string(), z.string()).default({}),
+    expose: z.array(ExposePort).default([]),
+    seed_snapshot_id: z.string().regex(AGENT_ID).optional(),
+    restore_snapshot_id: z.string().regex(AGENT_ID).optional(),
+  })
+  .meta({ id: 'CreateVmRequest' });
+export type CreateVmRequest = z.infer<typeof CreateVmRequest>;
+
+export const AGENT_VM_STATES = ['creating', 'running', 'stopping', 'stopped', 'error'] as const;
+export type AgentVmState = (typeof AGENT_VM_STATES)[number];
+
+/** A VM as the agent reports it. `ports` maps each exposed guest port to the host port forwarding it. */
+export const AgentVm = z
+  .object({
+    id: z.string(),
+    state: z.enum(AGENT_VM_STATES),
+    spec: VmSpec,
+    ports: z.array(z.object({ port: z.number().int(), as: z.string(), host_port: z.number().int() })),
+    /** Address on which the host ports are reachable (the agent's bind address). */
+    host_address: z.string(),
+    accelerator: z.string(),
+    created_at: z.iso.datetime(),
+    started_at: z.iso.datetime().nullable(),
+    /** When max_runtime_seconds runs out; the agent stops the VM then. */
+    expires_at: z.iso.datetime().nullable(),
+    /** Why the VM is in `error` (or stopped unexpectedly). */
+    error: z.string().nullable(),
+    /** Set when the VM was started from a snapshot. */
+    restored_from: z.string().nullable().default(null),
+  })
+  .meta({ id: 'AgentVm' });
+export type AgentVm = z.infer<typeof AgentVm>;
+
+export const AgentVmList = z.object({ vms: z.array(AgentVm) }).meta({ id: 'AgentVmList' });
+
+/** Largest stdout or stderr an exec returns, per stream; past it `truncated` is true (never silent). */
+export const EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024;
+
+/** `POST .../exec`: a command in the guest, run without a shell (argv[0] is looked up in PATH). */
+export const ExecRequest = z
+  .strictObject({
+    argv: z.array(z.string()).min(1),
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
+    cwd: z.string().startsWith('/').optional(),
+    /** Wall-clock limit; on expiry the process is killed and `timed_out` is true. */
+    timeout_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3600)
+      .default(60),
+    /** Bytes for the command's standard input, base64. */
+    stdin_base64: z.string().optional(),
+  })
+  .meta({ id: 'ExecRequest' });
+export type ExecRequest = z.infer<typeof ExecRequest>;
+
+/** Output is base64 (commands may print any bytes). `exit_code` is null when killed by the timeout or a signal. */
+export const ExecResult = z
+  .object({
+    exit_code: z.number().int().nullable(),
+    stdout_base64: z.string(),
+    stderr_base64: z.string(),
+    timed_out: z.boolean(),
+    truncated: z.boolean(),
+    duration_ms: z.number().int(),
+  })
+  .meta({ id: 'ExecResult' });
+export type ExecResult = z.infer<typeof ExecResult>;
+
+/** `POST .../snapshots`. `live` asks for memory and device state too; the answer says what was written. */
+export const CreateSnapshotRequest = z
+  .strictObject({ snapshot_id: z.string().regex(AGENT_ID), live: z.boolean().default(false) })
+  .meta({ id: 'CreateSnapshotRequest' });
+export type CreateSnapshotRequest = z.infer<typeof CreateSnapshotRequest>;
+
+/** What the agent actually wrote: `kind` is `disk` when a live snapshot could not be taken. */
+export const SnapshotArtifact = z
+  .object({
+    snapshot_id: z.string(),
+    vm_id: z.string(),
+    kind: z.enum(['disk', 'live']),
+    size_bytes: z.number().int().nonnegative(),
+    /** Hex sha256 of the rootfs artifact. */
+    digest: z.string().regex(/^[0-9a-f]{64}$/),
+    arch: z.enum(['amd64', 'arm64']),
+    created_at: z.iso.datetime(),
+  })
+  .meta({ id: 'SnapshotArtifact' });
+export type SnapshotArtifact = z.infer<typeof SnapshotArtifact>;
