@@ -30,6 +30,15 @@ export {
   VmSpec,
 } from './agent-vms.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
+export {
+  CreateEnvironmentRequest,
+  ENVIRONMENT_STATES,
+  Environment,
+  EnvironmentAction,
+  EnvironmentList,
+  EnvironmentListQuery,
+  type EnvironmentState,
+} from './environments.js';
 export { ERROR_CODES, ERROR_STATUS, ErrorBody, type ErrorCode } from './errors.js';
 export {
   HOST_HEALTH,
@@ -41,3 +50,12 @@ export {
   RegisterHostRequest,
 } from './hosts.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
+export {
+  CreateSnapshotBody,
+  RestoreSnapshotBody,
+  SNAPSHOT_STATES,
+  Snapshot,
+  SnapshotExport,
+  SnapshotList,
+  SnapshotListQuery,
+} from './snapshots.js';

@@ -40,8 +40,12 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
     query_timeout: 10_000,
     idleTimeoutMillis: 30_000,
   });
-  // An idle client losing its server must not crash the process; the next query reconnects.
+  // A client losing its server (idle in the pool, or checked out by a query) emits 'error'; with no
+  // listener that would crash the process. Log it: the query fails as unavailable, the pool reconnects.
   pool.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
+  pool.on('connect', (client) => {
+    client.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
+  });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const close = async () => {
     await db.destroy().catch(() => undefined);

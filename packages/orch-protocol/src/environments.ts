@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { ExposePort, VmSpec } from './agent-vms.js';
+
+/**
+ * `POST /v1/environments`: the compiled request as `orch up` posts it (orchestrator.md, "Compiled
+ * environment request"): `secrets` holds values for the manifest's secret references;
+ * `required_secrets` (compile output only) is accepted and ignored so that `orch compile --format
+ * json` output can be posted as is.
+ */
+export const CreateEnvironmentRequest = z
+  .strictObject({
+    task_id: z.string().min(1).max(128),
+    spec: VmSpec,
+    manifest_inline: z
+      .string()
+      .min(1)
+      .max(512 * 1024),
+    secrets: z.record(z.string(), z.string().max(64 * 1024)).default({}),
+    startup_script: z.string().max(512 * 1024),
+    expose: z.array(ExposePort).max(64).default([]),
+    required_secrets: z.array(z.string()).optional(),
+    seed_snapshot_id: z.string().min(1).max(128).optional(),
+  })
+  .meta({ id: 'CreateEnvironmentRequest' });
+export type CreateEnvironmentRequest = z.infer<typeof CreateEnvironmentRequest>;
+
+/**
+ * Environment states:
+ *
+ *   creating --agent: running--> running --DELETE--> stopping --agent: gone--> stopped
+ *      |                           |   \--max runtime ran out------------------^
+ *      +--agent failed, timed      +--VM crashed or vanished--> error
+ *         out or refused--> error
+ *
+ * Capacity is held in `creating`, `running` and `stopping`, released in `stopped` and `error`.
+ */
+export const ENVIRONMENT_STATES = ['creating', 'running', 'stopping', 'stopped', 'error'] as const;
+export type EnvironmentState = (typeof ENVIRONMENT_STATES)[number];
+
+export const Environment = z
+  .object({
+    id: z.string(),
+    task_id: z.string(),
+    state: z.enum(ENVIRONMENT_STATES),
+    host_id: z.string(),
+    spec: VmSpec,
+    expose: z.array(ExposePort),
+    /** Each exposed guest port with the host address and port that reach it (once running). */
+    ports: z.array(
+      z.object({
+        port: z.number().int(),
+        as: z.string(),
+        host: z.string(),
+        host_port: z.number().int(),
+        url: z.string(),
+      }),
+    ),
+    /** Names of the secrets given at create; values are never returned. */
+    secret_names: z.array(z.string()),
+    seed_snapshot_id: z.string().nullable(),
+    restored_from_snapshot_id: z.string().nullable(),
+    last_error: z.string().nullable(),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime(),
+    started_at: z.iso.datetime().nullable(),
+    expires_at: z.iso.datetime().nullable(),
+    stopped_at: z.iso.datetime().nullable(),
+  })
+  .meta({ id: 'Environment' });
+export type Environment = z.infer<typeof Environment>;
+
+export const EnvironmentList = z
+  .object({ environments: z.array(Environment) })
+  .meta({ id: 'EnvironmentList' });
+
+export const EnvironmentListQuery = z.strictObject({
+  state: z.enum(ENVIRONMENT_STATES).optional(),
+  task_id: z.string().optional(),
+  host_id: z.string().optional(),
+});
+
+/** The `?action=` values of `POST /v1/environments/{id}`. */
+export const EnvironmentAction = z.strictObject({ action: z.enum(['exec']) });

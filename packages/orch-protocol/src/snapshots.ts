@@ -1,0 +1,79 @@
+import { z } from 'zod';
+
+/**
+ * Snapshot states (orchestrator.md lists the values; the transitions are ours):
+ *
+ *   creating --agent wrote it--> ready --restore requested--> restoring --VM started--> ready
+ *      |                          |  \--DELETE or retention_until passed--> deleting --> (row removed)
+ *      +--agent failed--> error --DELETE / retention--^
+ */
+export const SNAPSHOT_STATES = ['creating', 'ready', 'restoring', 'deleting', 'error'] as const;
+
+/** SnapshotExport (orchestrator.md): `status` is stored verbatim; only an empty value becomes `pending`. */
+export const SnapshotExport = z
+  .object({
+    destination: z.string(),
+    status: z.string().optional(),
+    requested_at: z.iso.datetime().optional(),
+    updated_at: z.iso.datetime().optional(),
+    last_error: z.string().optional(),
+  })
+  .meta({ id: 'SnapshotExport' });
+
+/** Snapshot, field by field as orchestrator.md's table: optional fields are omitted when unset; `kind` always present. */
+export const Snapshot = z
+  .object({
+    id: z.string(),
+    vm_id: z.string(),
+    task_id: z.string().optional(),
+    tenant_id: z.string().optional(),
+    parent_snapshot_id: z.string().optional(),
+    mode: z.string().optional(),
+    state: z.enum(SNAPSHOT_STATES).optional(),
+    comment: z.string().optional(),
+    layer_key: z.string().optional(),
+    arch: z.enum(['amd64', 'arm64']).optional(),
+    digest: z.string().optional(),
+    kind: z.enum(['disk', 'live']),
+    size_bytes: z.number().int().optional(),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime().optional(),
+    retention_until: z.iso.datetime().nullable().optional(),
+    last_error: z.string().optional(),
+    export_ref: z.string().optional(),
+    exports: z.array(SnapshotExport).optional(),
+  })
+  .meta({ id: 'Snapshot' });
+export type Snapshot = z.infer<typeof Snapshot>;
+
+export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id: 'SnapshotList' });
+
+/**
+ * `POST /v1/environments/{id}/snapshots`. `mode` and `export_status` are open strings stored
+ * verbatim (empty: `manual`, `pending`); `export_destination` records an export request.
+ */
+export const CreateSnapshotBody = z
+  .strictObject({
+    live: z.boolean().default(false),
+    mode: z.string().max(64).default(''),
+    comment: z.string().max(1024).optional(),
+    retention_until: z.iso.datetime({ offset: true }).nullable().optional(),
+    export_destination: z.string().min(1).max(2048).optional(),
+    export_status: z.string().max(64).default(''),
+  })
+  .meta({ id: 'CreateSnapshotBody' });
+export type CreateSnapshotBody = z.infer<typeof CreateSnapshotBody>;
+
+export const SnapshotListQuery = z.strictObject({
+  vm_id: z.string().optional(),
+  task_id: z.string().optional(),
+  state: z.enum(SNAPSHOT_STATES).optional(),
+});
+
+/** `POST /v1/snapshots/{id}/restore`: a new environment from the snapshot. */
+export const RestoreSnapshotBody = z
+  .strictObject({
+    task_id: z.string().min(1).max(128).optional(),
+    max_runtime_seconds: z.number().int().min(1).optional(),
+  })
+  .meta({ id: 'RestoreSnapshotBody' });
