@@ -282,6 +282,8 @@ describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) 
       } else {
         // Freeze the embedded postmaster: queries time out as unavailable; thaw it and they work again.
         const pid = Number(readFileSync(join(data!.dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+        // The postmaster first, so that it forks no backend after the children are listed.
+        process.kill(pid, 'SIGSTOP');
         const frozen = [pid, ...childrenOf(pid)];
         for (const p of frozen) process.kill(p, 'SIGSTOP');
         try {

@@ -1,73 +1,116 @@
 import { AGENT_PATHS, AgentInfo } from '@orch/protocol';
+import type { z } from 'zod';
 
-/** Why an agent call failed. `message` is safe to show: it never contains the token. */
+/**
+ * Why an agent call failed. `message` is safe to show: it never contains the token.
+ * - `unreachable`: no answer (refused, reset, timeout)
+ * - `unauthorized`: the agent refused the token (http 401/403)
+ * - `redirect`: the agent answered 3xx (never followed)
+ * - `not_found`: http 404 (no such VM or snapshot on the agent)
+ * - `rejected`: another 4xx; the agent's own message is kept
+ * - `bad_response`: 5xx, not JSON, or not the expected shape
+ */
 export class AgentError extends Error {
   override readonly name = 'AgentError';
   constructor(
-    readonly kind: 'redirect' | 'unauthorized' | 'unreachable' | 'bad_response',
+    readonly kind: 'redirect' | 'unauthorized' | 'unreachable' | 'not_found' | 'rejected' | 'bad_response',
     message: string,
+    readonly status?: number,
   ) {
     super(message);
   }
 }
 
-const MAX_INFO_BYTES = 1 << 20;
+const MAX_ANSWER_BYTES = 64 << 20;
 
-/**
- * Dials an agent's info endpoint. Redirects are never followed (a 3xx is an error), the answer is
- * capped at 1 MiB and validated, and the whole call is bounded by `timeoutMs`.
- */
-export async function fetchAgentInfo(baseUrl: string, token: string, timeoutMs = 5000): Promise<AgentInfo> {
-  const url = `${baseUrl}${AGENT_PATHS.info}`;
-  let res: Response;
+/** Calls one host agent: bearer token, no redirects, bounded answer size and time. */
+export class AgentClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly token: string,
+    private readonly timeoutMs = 30_000,
+  ) {}
+
+  info(): Promise<AgentInfo> {
+    return this.json('GET', AGENT_PATHS.info, undefined, AgentInfo, 5000);
+  }
+
+  /** A JSON call; `schema` validates the answer (omit it for 204 answers). */
+  async json<S extends z.ZodType>(
+    method: string,
+    path: string,
+    body?: unknown,
+    schema?: S,
+    timeoutMs = this.timeoutMs,
+  ): Promise<z.output<S>> {
+    const res = await this.raw(method, path, body, timeoutMs);
+    const text = await readLimited(res, MAX_ANSWER_BYTES);
+    if (!schema) return undefined as z.output<S>;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new AgentError('bad_response', `the agent at ${this.baseUrl} did not answer JSON (${method} ${path})`);
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new AgentError('bad_response', `the agent at ${this.baseUrl} sent a malformed answer: ${issue?.path.join('.')}: ${issue?.message}`);
+    }
+    return parsed.data;
+  }
+
+  /** The response of a successful call (2xx), for callers that stream it; failures are AgentErrors. */
+  async raw(method: string, path: string, body?: unknown, timeoutMs = this.timeoutMs): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          accept: 'application/json',
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        redirect: 'manual',
+        signal: AbortSignal.timeout(timeoutMs),
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      const why =
+        (err as Error).name === 'TimeoutError'
+          ? `no answer within ${timeoutMs} ms`
+          : (cause?.code ?? cause?.message ?? (err as Error).message);
+      throw new AgentError('unreachable', `could not reach the agent at ${this.baseUrl}: ${why}`);
+    }
+    if (res.ok) return res;
+    const text = await readLimited(res, 64 * 1024).catch(() => '');
+    const where = `the agent at ${this.baseUrl}`;
+    if (res.status >= 300 && res.status < 400) {
+      throw new AgentError('redirect', `${where} answered http ${res.status} (a redirect); redirects from agents are never followed`, res.status);
+    }
+    if (res.status === 401 || res.status === 403) {
+      throw new AgentError('unauthorized', `${where} refused the agent token: http ${res.status}`, res.status);
+    }
+    const message = agentMessage(text);
+    if (res.status === 404) throw new AgentError('not_found', `${where}: http 404${message ? `: ${message}` : ''}`, 404);
+    if (res.status < 500) throw new AgentError('rejected', `${where} refused the request: http ${res.status}${message ? `: ${message}` : ''}`, res.status);
+    throw new AgentError('bad_response', `${where} failed: http ${res.status}${message ? `: ${message}` : ''}`, res.status);
+  }
+}
+
+/** Dials an agent's info endpoint (registration and health checks). */
+export function fetchAgentInfo(baseUrl: string, token: string): Promise<AgentInfo> {
+  return new AgentClient(baseUrl, token).info();
+}
+
+function agentMessage(text: string): string | undefined {
   try {
-    res = await fetch(url, {
-      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-      redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why =
-      (err as Error).name === 'TimeoutError'
-        ? `no answer within ${timeoutMs} ms`
-        : (cause?.code ?? cause?.message ?? (err as Error).message);
-    throw new AgentError('unreachable', `could not reach the agent at ${baseUrl}: ${why}`);
-  }
-  if (res.status >= 300 && res.status < 400) {
-    await res.body?.cancel();
-    throw new AgentError(
-      'redirect',
-      `the agent at ${baseUrl} answered http ${res.status} (a redirect); redirects from agents are never followed`,
-    );
-  }
-  if (res.status === 401 || res.status === 403) {
-    await res.body?.cancel();
-    throw new AgentError(
-      'unauthorized',
-      `the agent at ${baseUrl} refused the agent token: http ${res.status}`,
-    );
-  }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new AgentError('bad_response', `the agent at ${baseUrl} answered http ${res.status}`);
-  }
-  const text = await readLimited(res, MAX_INFO_BYTES);
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
+    const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    return typeof m === 'string' ? m.slice(0, 500) : undefined;
   } catch {
-    throw new AgentError('bad_response', `the agent at ${baseUrl} did not answer JSON`);
+    return undefined;
   }
-  const info = AgentInfo.safeParse(json);
-  if (!info.success) {
-    const issue = info.error.issues[0];
-    throw new AgentError(
-      'bad_response',
-      `the agent at ${baseUrl} sent malformed info: ${issue?.path.join('.')}: ${issue?.message}`,
-    );
-  }
-  return info.data;
 }
 
 async function readLimited(res: Response, max: number): Promise<string> {

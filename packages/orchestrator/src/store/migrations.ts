@@ -45,6 +45,66 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0002_environments_snapshots': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('environments')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('task_id', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('host_id', 'text', (c) => c.notNull())
+        .addColumn('spec', 'jsonb', (c) => c.notNull())
+        .addColumn('manifest_inline', 'text', (c) => c.notNull())
+        .addColumn('startup_script', 'text', (c) => c.notNull())
+        .addColumn('expose', 'jsonb', (c) => c.notNull())
+        .addColumn('secrets_enc', 'text', (c) => c.notNull())
+        .addColumn('secret_names', 'jsonb', (c) => c.notNull())
+        .addColumn('seed_snapshot_id', 'text')
+        .addColumn('restored_from_snapshot_id', 'text')
+        .addColumn('ports', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('started_at', 'timestamptz')
+        .addColumn('expires_at', 'timestamptz')
+        .addColumn('stopped_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('environments_host_state').on('environments').columns(['host_id', 'state']).execute();
+      await db.schema.createIndex('environments_task').on('environments').column('task_id').execute();
+      await db.schema
+        .createTable('snapshots')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('vm_id', 'text', (c) => c.notNull())
+        .addColumn('task_id', 'text')
+        .addColumn('host_id', 'text', (c) => c.notNull())
+        .addColumn('parent_snapshot_id', 'text')
+        .addColumn('mode', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('comment', 'text')
+        .addColumn('requested_live', 'boolean', (c) => c.notNull())
+        .addColumn('kind', 'text')
+        .addColumn('arch', 'text')
+        .addColumn('digest', 'text')
+        .addColumn('size_bytes', 'bigint')
+        .addColumn('retention_until', 'timestamptz')
+        .addColumn('last_error', 'text')
+        .addColumn('export_ref', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('snapshots_vm').on('snapshots').column('vm_id').execute();
+      await db.schema
+        .createTable('snapshot_exports')
+        .addColumn('id', 'serial', (c) => c.primaryKey())
+        .addColumn('snapshot_id', 'text', (c) => c.notNull().references('snapshots.id').onDelete('cascade'))
+        .addColumn('destination', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('requested_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('last_error', 'text')
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

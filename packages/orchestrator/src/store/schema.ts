@@ -44,7 +44,82 @@ export interface SettingsTable {
   value: string;
 }
 
+/** Environments: the request as posted (secrets sealed), where it runs and its lifecycle. */
+export interface EnvironmentsTable {
+  id: string;
+  task_id: string;
+  state: string;
+  host_id: string;
+  spec: Json<VmSpecJson>;
+  manifest_inline: string;
+  startup_script: string;
+  expose: Json<{ port: number; as: string }[]>;
+  /** AES-256-GCM sealed JSON of the secret values, including the generated per-VM secret. */
+  secrets_enc: string;
+  secret_names: Json<string[]>;
+  seed_snapshot_id: string | null;
+  restored_from_snapshot_id: string | null;
+  ports: ColumnType<PortJson[], string | undefined, string>;
+  last_error: string | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+  started_at: Timestamp | null;
+  expires_at: Timestamp | null;
+  stopped_at: Timestamp | null;
+}
+
+export interface VmSpecJson {
+  cpus: number;
+  ram_mb: number;
+  storage_gb: number;
+  max_runtime_seconds: number;
+  image?: string;
+  gpu?: { model: string; count: number; mig?: string };
+}
+
+export interface PortJson {
+  port: number;
+  as: string;
+  host: string;
+  host_port: number;
+}
+
+/** Snapshots; `kind` null means "not written yet" (and reads back as `disk`, per the spec). */
+export interface SnapshotsTable {
+  id: string;
+  vm_id: string;
+  task_id: string | null;
+  host_id: string;
+  parent_snapshot_id: string | null;
+  mode: string;
+  state: string;
+  comment: string | null;
+  requested_live: boolean;
+  kind: string | null;
+  arch: string | null;
+  digest: string | null;
+  size_bytes: ColumnType<string | null, number | null, number | null>;
+  retention_until: Timestamp | null;
+  last_error: string | null;
+  export_ref: string | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export interface SnapshotExportsTable {
+  id: ColumnType<number, never, never>;
+  snapshot_id: string;
+  destination: string;
+  status: string;
+  requested_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+  last_error: string | null;
+}
+
 export interface Database {
+  environments: EnvironmentsTable;
+  snapshots: SnapshotsTable;
+  snapshot_exports: SnapshotExportsTable;
   hosts: HostsTable;
   api_keys: ApiKeysTable;
   settings: SettingsTable;
