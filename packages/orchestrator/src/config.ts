@@ -26,6 +26,9 @@ interface RawConfig {
   dataDir: string;
   allowedCidrs: string;
   hostHealthIntervalS: string;
+  reconcileIntervalS: string;
+  agentTimeoutS: string;
+  createTimeoutS: string;
   logLevel: string;
 }
 
@@ -107,6 +110,24 @@ export const OPTIONS: readonly OptionSpec[] = [
     description: 'seconds between health checks of each host agent',
   },
   {
+    key: 'reconcileIntervalS',
+    env: 'ORCH_RECONCILE_INTERVAL',
+    default: '5',
+    description: 'seconds between reconciliations of environments with their agents',
+  },
+  {
+    key: 'agentTimeoutS',
+    env: 'ORCH_AGENT_TIMEOUT',
+    default: '30',
+    description: 'seconds an agent call may take before it counts as failed',
+  },
+  {
+    key: 'createTimeoutS',
+    env: 'ORCH_CREATE_TIMEOUT',
+    default: '300',
+    description: 'seconds a VM may take to start before its environment is error',
+  },
+  {
     key: 'logLevel',
     env: 'ORCH_LOG_LEVEL',
     default: 'info',
@@ -177,6 +198,9 @@ const Schema = z.object({
     return list;
   }),
   hostHealthIntervalS: z.coerce.number().int().min(1).max(3600),
+  reconcileIntervalS: z.coerce.number().int().min(1).max(3600),
+  agentTimeoutS: z.coerce.number().int().min(1).max(3600),
+  createTimeoutS: z.coerce.number().int().min(5).max(24 * 3600),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
 

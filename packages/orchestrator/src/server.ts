@@ -8,6 +8,7 @@ import { buildApp } from './api/app.js';
 import { openApiDocument } from './api/openapi.js';
 import { type AnyRoute, route } from './api/route.js';
 import { apiKeyRoutes } from './api/routes/api-keys.js';
+import { environmentRoutes } from './api/routes/environments.js';
 import { hostRoutes } from './api/routes/hosts.js';
 import { sessionRoutes } from './api/routes/session.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -15,11 +16,18 @@ import { CidrAllowlist } from './auth/cidr-allowlist.js';
 import { SessionSigner } from './auth/session-cookie.js';
 import type { Config } from './config.js';
 import { TokenBox } from './crypto/token-box.js';
+import { Agents } from './environments/agents.js';
+import { ConsoleProxy } from './environments/console-proxy.js';
+import { EnvironmentService } from './environments/environment-service.js';
+import { Reconciler } from './environments/reconciler.js';
+import { SnapshotService } from './environments/snapshot-service.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
 import { ApiKeysRepo } from './store/api-keys-repo.js';
 import { openStore, type Store } from './store/database.js';
+import { EnvironmentsRepo } from './store/environments-repo.js';
 import { HostsRepo } from './store/hosts-repo.js';
+import { SnapshotsRepo } from './store/snapshots-repo.js';
 
 const KEY_CHECK_SETTING = 'token_encryption_key_check';
 const KEY_CHECK_PLAINTEXT = 'orchd token encryption key check';
@@ -32,6 +40,9 @@ export class Orchestrator {
   private store: Store | undefined;
   private server: ServerType | undefined;
   private monitor: HealthMonitor | undefined;
+  private reconciler: Reconciler | undefined;
+  private envs: EnvironmentService | undefined;
+  private consoles: ConsoleProxy | undefined;
 
   constructor(
     private readonly config: Config,
@@ -50,12 +61,28 @@ export class Orchestrator {
     const sessions = config.authToken ? new SessionSigner(config.authToken) : undefined;
     const auth = new Authenticator(config.authToken, apiKeys, sessions);
     const hostsRepo = new HostsRepo(this.store.db);
-    const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger);
+    const envRepo = new EnvironmentsRepo(this.store.db);
+    const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
+    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutS * 1000);
+    const envs = new EnvironmentService(
+      envRepo,
+      hostsRepo,
+      hosts,
+      agents,
+      box,
+      { createMs: config.createTimeoutS * 1000, pollMs: 250 },
+      logger,
+    );
+    this.envs = envs;
+    const snapshotsRepo = new SnapshotsRepo(this.store.db);
+    const snapshots = new SnapshotService(snapshotsRepo, envs, logger);
+    this.consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
 
     const routes: AnyRoute[] = [
       ...sessionRoutes(auth, sessions, config.secureCookies),
       ...hostRoutes(hosts),
       ...apiKeyRoutes(apiKeys),
+      ...environmentRoutes(envs, snapshots, snapshotsRepo),
     ];
     const openapi = route({
       method: 'GET',
@@ -72,6 +99,16 @@ export class Orchestrator {
 
     this.monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalS * 1000, logger);
     this.monitor.run();
+    this.reconciler = new Reconciler(
+      envs,
+      snapshots,
+      envRepo,
+      hostsRepo,
+      config.reconcileIntervalS * 1000,
+      config.createTimeoutS * 1000,
+      logger,
+    );
+    this.reconciler.run();
 
     const port = await new Promise<number>((resolve, reject) => {
       this.server = serve(
@@ -79,6 +116,8 @@ export class Orchestrator {
         (info: AddressInfo) => resolve(info.port),
       );
       this.server.once('error', reject);
+      const consoles = this.consoles!;
+      this.server.on('upgrade', (req, socket, head) => void consoles.handleUpgrade(req, socket, head));
       // Requests too malformed for the HTTP parser still get the error envelope, never a bare 400.
       this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
         if (!socket.writable) return socket.destroy();
@@ -114,6 +153,9 @@ export class Orchestrator {
 
   async stop(): Promise<void> {
     await this.monitor?.stop();
+    await this.reconciler?.stop();
+    await this.envs?.stop();
+    this.consoles?.close();
     await new Promise<void>((resolve) => {
       if (!this.server) return resolve();
       this.server.close(() => resolve());

@@ -50,12 +50,18 @@ export class AgentClient {
     try {
       json = JSON.parse(text);
     } catch {
-      throw new AgentError('bad_response', `the agent at ${this.baseUrl} did not answer JSON (${method} ${path})`);
+      throw new AgentError(
+        'bad_response',
+        `the agent at ${this.baseUrl} did not answer JSON (${method} ${path})`,
+      );
     }
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new AgentError('bad_response', `the agent at ${this.baseUrl} sent a malformed answer: ${issue?.path.join('.')}: ${issue?.message}`);
+      throw new AgentError(
+        'bad_response',
+        `the agent at ${this.baseUrl} sent a malformed answer: ${issue?.path.join('.')}: ${issue?.message}`,
+      );
     }
     return parsed.data;
   }
@@ -87,15 +93,33 @@ export class AgentClient {
     const text = await readLimited(res, 64 * 1024).catch(() => '');
     const where = `the agent at ${this.baseUrl}`;
     if (res.status >= 300 && res.status < 400) {
-      throw new AgentError('redirect', `${where} answered http ${res.status} (a redirect); redirects from agents are never followed`, res.status);
+      throw new AgentError(
+        'redirect',
+        `${where} answered http ${res.status} (a redirect); redirects from agents are never followed`,
+        res.status,
+      );
     }
     if (res.status === 401 || res.status === 403) {
-      throw new AgentError('unauthorized', `${where} refused the agent token: http ${res.status}`, res.status);
+      throw new AgentError(
+        'unauthorized',
+        `${where} refused the agent token: http ${res.status}`,
+        res.status,
+      );
     }
     const message = agentMessage(text);
-    if (res.status === 404) throw new AgentError('not_found', `${where}: http 404${message ? `: ${message}` : ''}`, 404);
-    if (res.status < 500) throw new AgentError('rejected', `${where} refused the request: http ${res.status}${message ? `: ${message}` : ''}`, res.status);
-    throw new AgentError('bad_response', `${where} failed: http ${res.status}${message ? `: ${message}` : ''}`, res.status);
+    if (res.status === 404)
+      throw new AgentError('not_found', `${where}: http 404${message ? `: ${message}` : ''}`, 404);
+    if (res.status < 500)
+      throw new AgentError(
+        'rejected',
+        `${where} refused the request: http ${res.status}${message ? `: ${message}` : ''}`,
+        res.status,
+      );
+    throw new AgentError(
+      'bad_response',
+      `${where} failed: http ${res.status}${message ? `: ${message}` : ''}`,
+      res.status,
+    );
   }
 }
 

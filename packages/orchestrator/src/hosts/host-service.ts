@@ -12,6 +12,7 @@ export class HostService {
     private readonly box: TokenBox,
     private readonly defaultMicrovmToken: string,
     private readonly logger: Logger,
+    private readonly environments: { hostHasActive(hostId: string): Promise<boolean> },
   ) {}
 
   /**
@@ -70,7 +71,15 @@ export class HostService {
     return host;
   }
 
+  /** Removes a host; refused (409 conflict) while environments still hold capacity on it. */
   async remove(id: string): Promise<void> {
+    if (await this.environments.hostHasActive(id)) {
+      throw new ApiError(
+        'conflict',
+        `host ${id} still runs environments: delete them (or cordon the host and wait) first`,
+        { id },
+      );
+    }
     if (!(await this.repo.delete(id))) throw ApiError.notFound('host', id);
     this.logger.info({ host: id }, 'host removed');
   }

@@ -69,7 +69,11 @@ const MIGRATIONS: Record<string, Migration> = {
         .addColumn('expires_at', 'timestamptz')
         .addColumn('stopped_at', 'timestamptz')
         .execute();
-      await db.schema.createIndex('environments_host_state').on('environments').columns(['host_id', 'state']).execute();
+      await db.schema
+        .createIndex('environments_host_state')
+        .on('environments')
+        .columns(['host_id', 'state'])
+        .execute();
       await db.schema.createIndex('environments_task').on('environments').column('task_id').execute();
       await db.schema
         .createTable('snapshots')

@@ -1,3 +1,4 @@
+import type { VmSpec } from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -68,14 +69,8 @@ export interface EnvironmentsTable {
   stopped_at: Timestamp | null;
 }
 
-export interface VmSpecJson {
-  cpus: number;
-  ram_mb: number;
-  storage_gb: number;
-  max_runtime_seconds: number;
-  image?: string;
-  gpu?: { model: string; count: number; mig?: string };
-}
+/** The resource spec as posted (`VmSpec` of the protocol). */
+export type VmSpecJson = VmSpec;
 
 export interface PortJson {
   port: number;

@@ -1,0 +1,160 @@
+import {
+  CreateEnvironmentRequest,
+  CreateSnapshotBody,
+  Environment,
+  EnvironmentAction,
+  EnvironmentList,
+  EnvironmentListQuery,
+  ExecRequest,
+  ExecResult,
+  RestoreSnapshotBody,
+  Snapshot,
+  SnapshotList,
+  SnapshotListQuery,
+} from '@orch/protocol';
+import { z } from 'zod';
+import type { EnvironmentService } from '../../environments/environment-service.js';
+import type { SnapshotService } from '../../environments/snapshot-service.js';
+import type { SnapshotsRepo } from '../../store/snapshots-repo.js';
+import { ApiError } from '../errors.js';
+import { type AnyRoute, route } from '../route.js';
+
+const IdParam = z.object({ id: z.string().min(1).max(200) });
+const SnapshotIdParam = z.object({ snapshotId: z.string().min(1).max(200) });
+
+/** `/v1/environments` and `/v1/snapshots`. */
+export function environmentRoutes(
+  envs: EnvironmentService,
+  snapshots: SnapshotService,
+  snapshotsRepo: SnapshotsRepo,
+): AnyRoute[] {
+  return [
+    route({
+      method: 'POST',
+      path: '/v1/environments',
+      access: 'authenticated',
+      tag: 'environments',
+      summary:
+        'Create an environment from a compiled definition (orch compile --format json, with secret values)',
+      body: CreateEnvironmentRequest,
+      success: { status: 201, schema: Environment, description: 'Placed and being created (state creating)' },
+      handler: async ({ body }) => {
+        const seed = body.seed_snapshot_id ? await snapshotsRepo.get(body.seed_snapshot_id) : undefined;
+        if (body.seed_snapshot_id && (!seed || seed.state !== 'ready')) {
+          throw ApiError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
+            field: 'seed_snapshot_id',
+          });
+        }
+        return { status: 201, body: await envs.create(body, seed ? { seed } : {}) };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/environments',
+      access: 'authenticated',
+      tag: 'environments',
+      summary: 'List environments, newest first (filters: state, task_id, host_id)',
+      query: EnvironmentListQuery,
+      success: { status: 200, schema: EnvironmentList, description: 'Environments' },
+      handler: async ({ query }) => ({ status: 200, body: { environments: await envs.list(query) } }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/environments/{id}',
+      access: 'authenticated',
+      tag: 'environments',
+      summary: 'Read one environment',
+      params: IdParam,
+      success: { status: 200, schema: Environment, description: 'The environment' },
+      handler: async ({ params }) => ({ status: 200, body: await envs.get(params.id) }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/v1/environments/{id}',
+      access: 'authenticated',
+      tag: 'environments',
+      summary: 'Stop the VM and free its capacity (idempotent)',
+      params: IdParam,
+      success: {
+        status: 200,
+        schema: Environment,
+        description: 'The environment, stopped (or stopping if its agent is unreachable)',
+      },
+      handler: async ({ params }) => ({ status: 200, body: await envs.delete(params.id) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/environments/{id}',
+      access: 'master',
+      tag: 'environments',
+      summary: 'Run a command in the guest: ?action=exec',
+      params: IdParam,
+      query: EnvironmentAction,
+      body: ExecRequest,
+      success: { status: 200, schema: ExecResult, description: 'Exit code and output (base64)' },
+      handler: async ({ params, body }) => ({ status: 200, body: await envs.exec(params.id, body) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/environments/{id}/snapshots',
+      access: 'authenticated',
+      tag: 'snapshots',
+      summary: 'Snapshot a running environment (disk, or disk plus memory with live: true)',
+      params: IdParam,
+      body: CreateSnapshotBody,
+      success: {
+        status: 201,
+        schema: Snapshot,
+        description: 'The snapshot (state ready, or error with last_error)',
+      },
+      handler: async ({ params, body }) => ({ status: 201, body: await snapshots.create(params.id, body) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/snapshots',
+      access: 'authenticated',
+      tag: 'snapshots',
+      summary: 'List snapshots, newest first (filters: vm_id, task_id, state)',
+      query: SnapshotListQuery,
+      success: { status: 200, schema: SnapshotList, description: 'Snapshots' },
+      handler: async ({ query }) => ({ status: 200, body: { snapshots: await snapshots.list(query) } }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/snapshots/{snapshotId}',
+      access: 'authenticated',
+      tag: 'snapshots',
+      summary: 'Read one snapshot (unknown id and store failures: 404 not_found)',
+      params: SnapshotIdParam,
+      success: { status: 200, schema: Snapshot, description: 'The snapshot' },
+      handler: async ({ params }) => ({ status: 200, body: await snapshots.get(params.snapshotId) }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/v1/snapshots/{snapshotId}',
+      access: 'authenticated',
+      tag: 'snapshots',
+      summary: 'Delete a snapshot and its artifact',
+      params: SnapshotIdParam,
+      success: { status: 204, description: 'Deleted' },
+      handler: async ({ params }) => {
+        await snapshots.delete(params.snapshotId);
+        return { status: 204 };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/snapshots/{snapshotId}/restore',
+      access: 'authenticated',
+      tag: 'snapshots',
+      summary: 'A new environment from the snapshot: live resumes where it stopped, disk cold-boots',
+      params: SnapshotIdParam,
+      body: RestoreSnapshotBody,
+      success: { status: 201, schema: Environment, description: 'The new environment (state creating)' },
+      handler: async ({ params, body }) => ({
+        status: 201,
+        body: await snapshots.restore(params.snapshotId, body),
+      }),
+    }),
+  ];
+}

@@ -1,0 +1,271 @@
+import { randomBytes } from 'node:crypto';
+import {
+  AGENT_VM_PATHS,
+  AgentVm,
+  type CreateEnvironmentRequest,
+  type Environment,
+  type ExecRequest,
+  ExecResult,
+} from '@orch/protocol';
+import type { Logger } from 'pino';
+import { ApiError } from '../api/errors.js';
+import { randomId } from '../crypto/secrets.js';
+import type { TokenBox } from '../crypto/token-box.js';
+import type { HostService } from '../hosts/host-service.js';
+import { type EnvironmentRow, type EnvironmentsRepo, toEnvironment } from '../store/environments-repo.js';
+import type { HostsRepo } from '../store/hosts-repo.js';
+import type { PortJson } from '../store/schema.js';
+import type { SnapshotRow } from '../store/snapshots-repo.js';
+import { type Agents, agentApiError } from './agents.js';
+import { place } from './scheduler.js';
+
+/** The per-VM secret every environment gets, in its startup script's environment (not an API credential). */
+export const VM_SECRET_NAME = 'ORCH_VM_SECRET';
+
+export interface EnvironmentTimeouts {
+  /** How long a VM may stay `creating` before the environment is `error`. */
+  readonly createMs: number;
+  /** Polling interval while waiting for a VM to come up. */
+  readonly pollMs: number;
+}
+
+/**
+ * Environments: placement, creation on the agent, lifecycle, exec. Creation is two steps: the
+ * record is written with its capacity reserved (under the placement lock), then the agent is asked
+ * to create the VM; a watcher then follows the VM to `running` or `error`. The reconciler covers
+ * everything a watcher cannot (an orchd restart, a crashed VM, max runtime).
+ */
+export class EnvironmentService {
+  private readonly watchers = new Set<Promise<void>>();
+  private stopping = false;
+
+  constructor(
+    private readonly repo: EnvironmentsRepo,
+    private readonly hostsRepo: HostsRepo,
+    private readonly hosts: HostService,
+    readonly agents: Agents,
+    private readonly box: TokenBox,
+    private readonly timeouts: EnvironmentTimeouts,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Creates an environment. `from` restores a snapshot (a new VM on the snapshot's host, with the
+   * original environment's request); `seed` boots a build artifact's disk (from-build).
+   */
+  async create(
+    req: CreateEnvironmentRequest,
+    opts: { restore?: SnapshotRow; seed?: SnapshotRow } = {},
+  ): Promise<Environment> {
+    const needed = secretReferences(req.manifest_inline);
+    const missing = needed.filter((name) => !(name in req.secrets));
+    if (missing.length > 0) {
+      throw ApiError.invalid(`secrets missing for the manifest's secret references: ${missing.join(', ')}`, {
+        missing,
+      });
+    }
+    const secrets = {
+      ...Object.fromEntries(needed.map((n) => [n, req.secrets[n]!])),
+      [VM_SECRET_NAME]: randomBytes(32).toString('base64url'),
+    };
+    const snapshot = opts.restore ?? opts.seed;
+    const id = randomId('env_', 12).replace(/[^A-Za-z0-9_-]/g, '');
+    const row = await this.repo.withPlacementLock(async (trx) => {
+      const hosts = await this.hosts.list();
+      const placement = place(hosts, await this.repo.usage(trx), {
+        spec: req.spec,
+        ...(snapshot ? { onHost: snapshot.host_id } : {}),
+      });
+      if (!placement.ok) throw new ApiError(placement.code, placement.message);
+      return this.repo.insert(
+        {
+          id,
+          task_id: req.task_id,
+          host_id: placement.host.id,
+          spec: req.spec,
+          manifest_inline: req.manifest_inline,
+          startup_script: req.startup_script,
+          expose: req.expose,
+          secrets_enc: this.box.seal(JSON.stringify(secrets)),
+          secret_names: Object.keys(req.secrets).sort(),
+          seed_snapshot_id: opts.seed?.id ?? null,
+          restored_from_snapshot_id: opts.restore?.id ?? null,
+        },
+        trx,
+      );
+    });
+    this.logger.info({ env: row.id, host: row.host_id, task: row.task_id }, 'environment placed');
+    try {
+      const agent = await this.agents.forHost(row.host_id);
+      const vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
+      await this.record(row.id, vm);
+    } catch (err) {
+      const apiError = agentApiError(err);
+      await this.repo.transition(row.id, ['creating'], 'error', { last_error: apiError.message });
+      this.logger.warn({ env: row.id, err: apiError.message }, 'environment creation failed');
+      throw apiError;
+    }
+    this.watch(row.id);
+    return toEnvironment((await this.repo.get(row.id))!);
+  }
+
+  /** The agent's create request for an environment row. */
+  vmRequest(row: EnvironmentRow, secrets: Record<string, string>) {
+    return {
+      id: row.id,
+      spec: row.spec,
+      manifest_inline: row.manifest_inline,
+      startup_script: row.startup_script,
+      secrets,
+      expose: row.expose,
+      ...(row.seed_snapshot_id ? { seed_snapshot_id: row.seed_snapshot_id } : {}),
+      ...(row.restored_from_snapshot_id ? { restore_snapshot_id: row.restored_from_snapshot_id } : {}),
+    };
+  }
+
+  /** The secret values of an environment (to restore it elsewhere), decrypted. */
+  secretsOf(row: EnvironmentRow): Record<string, string> {
+    return JSON.parse(this.box.open(row.secrets_enc)) as Record<string, string>;
+  }
+
+  async get(id: string): Promise<Environment> {
+    return toEnvironment(await this.row(id));
+  }
+
+  async row(id: string): Promise<EnvironmentRow> {
+    const row = await this.repo.get(id);
+    if (!row) throw ApiError.notFound('environment', id);
+    return row;
+  }
+
+  async list(filter: {
+    state?: string | undefined;
+    task_id?: string | undefined;
+    host_id?: string | undefined;
+  }): Promise<Environment[]> {
+    return (await this.repo.list(filter)).map(toEnvironment);
+  }
+
+  /** Stops the VM and frees its capacity. Idempotent: a stopped environment is returned as it is. */
+  async delete(id: string): Promise<Environment> {
+    const row = await this.row(id);
+    if (row.state === 'stopped' || row.state === 'error') return toEnvironment(row);
+    await this.repo.transition(id, ['creating', 'running'], 'stopping');
+    await this.stopOnAgent(row).catch((err: unknown) => {
+      // The reconciler retries; the environment stays `stopping` and holds its capacity meanwhile.
+      this.logger.warn({ env: id, err: (err as Error).message }, 'stop failed; will retry');
+    });
+    return toEnvironment((await this.repo.get(id))!);
+  }
+
+  /** Deletes the VM on its agent (a VM already gone counts as done) and records `stopped`. */
+  async stopOnAgent(row: EnvironmentRow, reason: string | null = null): Promise<void> {
+    const agent = await this.agents.forHost(row.host_id);
+    try {
+      await agent.json('DELETE', AGENT_VM_PATHS.vm(row.id));
+    } catch (err) {
+      if (!(err instanceof Error && 'kind' in err && err.kind === 'not_found')) throw agentApiError(err);
+    }
+    await this.repo.transition(
+      row.id,
+      ['creating', 'running', 'stopping'],
+      'stopped',
+      reason ? { last_error: reason } : {},
+    );
+    this.logger.info({ env: row.id, reason }, 'environment stopped');
+  }
+
+  /** Runs a command in the guest (environment must be running). */
+  async exec(id: string, body: ExecRequest): Promise<ExecResult> {
+    const row = await this.row(id);
+    if (row.state !== 'running')
+      throw new ApiError('conflict', `environment ${id} is ${row.state}, not running`, { state: row.state });
+    const agent = await this.agents.forHost(row.host_id);
+    const timeoutMs = (body.timeout_seconds + 30) * 1000;
+    return agent.json('POST', AGENT_VM_PATHS.exec(id), body, ExecResult, timeoutMs).catch((err: unknown) => {
+      throw agentApiError(err);
+    });
+  }
+
+  /** Applies what the agent reports about a VM to its environment. */
+  async record(id: string, vm: AgentVm): Promise<void> {
+    if (vm.state === 'running') {
+      const ports: PortJson[] = vm.ports.map((p) => ({
+        port: p.port,
+        as: p.as,
+        host: vm.host_address,
+        host_port: p.host_port,
+      }));
+      const moved = await this.repo.transition(id, ['creating'], 'running', {
+        ports,
+        started_at: vm.started_at ? new Date(vm.started_at) : new Date(),
+        expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
+      });
+      if (moved) this.logger.info({ env: id }, 'environment running');
+    } else if (vm.state === 'error') {
+      await this.repo.transition(id, ['creating', 'running'], 'error', {
+        last_error: vm.error ?? 'the VM failed',
+      });
+    } else if (vm.state === 'stopped') {
+      await this.repo.transition(
+        id,
+        ['creating', 'running', 'stopping'],
+        'stopped',
+        vm.error ? { last_error: vm.error } : {},
+      );
+    }
+  }
+
+  /** Follows a new VM until it runs or fails (bounded by the create timeout). */
+  private watch(id: string): void {
+    const deadline = Date.now() + this.timeouts.createMs;
+    const w = (async () => {
+      while (!this.stopping && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, this.timeouts.pollMs));
+        const row = await this.repo.get(id).catch(() => undefined);
+        if (!row) continue;
+        if (row.state !== 'creating') return;
+        try {
+          const agent = await this.agents.forHost(row.host_id);
+          await this.record(id, await agent.json('GET', AGENT_VM_PATHS.vm(id), undefined, AgentVm));
+        } catch (err) {
+          this.logger.debug({ env: id, err: (err as Error).message }, 'waiting for the VM');
+        }
+      }
+    })().catch((err: unknown) =>
+      this.logger.warn({ env: id, err: (err as Error).message }, 'watcher failed'),
+    );
+    this.watchers.add(w);
+    void w.finally(() => this.watchers.delete(w));
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(this.watchers);
+  }
+}
+
+/** Secret names referenced by a manifest (`{ "secret": name }` env values), from its base64 JSON. */
+export function secretReferences(manifestInline: string): string[] {
+  let manifest: { services?: Record<string, { env?: Record<string, unknown> }> };
+  try {
+    manifest = JSON.parse(Buffer.from(manifestInline, 'base64').toString('utf8'));
+  } catch {
+    throw ApiError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
+  }
+  if (typeof manifest !== 'object' || manifest === null)
+    throw ApiError.invalid('manifest_inline: the manifest is not a JSON object');
+  const names = new Set<string>();
+  for (const svc of Object.values(manifest.services ?? {})) {
+    for (const value of Object.values(svc?.env ?? {})) {
+      if (
+        typeof value === 'object' &&
+        value !== null &&
+        typeof (value as { secret?: unknown }).secret === 'string'
+      ) {
+        names.add((value as { secret: string }).secret);
+      }
+    }
+  }
+  return [...names].sort();
+}

@@ -1,0 +1,124 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AGENT_VM_PATHS, type AgentVm, AgentVmList, type EnvironmentState } from '@orch/protocol';
+import type { Logger } from 'pino';
+import type { EnvironmentsRepo } from '../store/environments-repo.js';
+import type { HostsRepo } from '../store/hosts-repo.js';
+import type { EnvironmentService } from './environment-service.js';
+import type { SnapshotService } from './snapshot-service.js';
+
+/**
+ * Brings records and agents into agreement, on start and then every interval (every orchd runs
+ * one; all its writes are conditional transitions, so concurrent reconcilers agree):
+ *
+ * - `creating`: the agent's VM running → `running`; failed → `error`; missing, or creating for
+ *   longer than the create timeout → `error` (and the VM, if any, is deleted).
+ * - `running`: past `expires_at` (max runtime) → stopped on the agent → `stopped`; VM missing →
+ *   `error` ("the VM is gone"); VM failed or stopped on its own → `error` / `stopped`.
+ * - `stopping`: delete again until the agent confirms → `stopped`.
+ * - A VM on an agent with no active environment (an orphan) is deleted.
+ * - Snapshots past `retention_until` are deleted.
+ *
+ * A host that cannot be reached is skipped; its environments keep their state until it answers.
+ */
+export class Reconciler {
+  private readonly stopController = new AbortController();
+  private loop: Promise<void> | undefined;
+
+  constructor(
+    private readonly envs: EnvironmentService,
+    private readonly snapshots: SnapshotService,
+    private readonly repo: EnvironmentsRepo,
+    private readonly hostsRepo: HostsRepo,
+    private readonly intervalMs: number,
+    private readonly createTimeoutMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  run(): void {
+    const signal = this.stopController.signal;
+    this.loop = (async () => {
+      while (!signal.aborted) {
+        await this.once().catch((err: unknown) =>
+          this.logger.warn({ err: (err as Error).message }, 'reconcile round failed'),
+        );
+        await sleep(this.intervalMs, undefined, { signal }).catch(() => undefined);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.stopController.abort();
+    await this.loop;
+  }
+
+  /** One round over every host. */
+  async once(now = new Date()): Promise<void> {
+    const active = await this.repo.listActive();
+    const hosts = await this.hostsRepo.list();
+    await Promise.all(
+      hosts.map(async ({ host }) => {
+        let vms: AgentVm[];
+        try {
+          vms = (
+            await (
+              await this.envs.agents.forHost(host.id)
+            ).json('GET', AGENT_VM_PATHS.vms, undefined, AgentVmList)
+          ).vms;
+        } catch (err) {
+          this.logger.debug({ host: host.id, err: (err as Error).message }, 'reconcile: host not reachable');
+          return;
+        }
+        const byId = new Map(vms.map((v) => [v.id, v]));
+        const mine = active.filter((e) => e.host_id === host.id);
+        const activeIds = new Set(mine.map((e) => e.id));
+        for (const env of mine) {
+          const vm = byId.get(env.id);
+          try {
+            if (
+              env.state === 'stopping' ||
+              (env.state === 'running' && env.expires_at && env.expires_at <= now)
+            ) {
+              await this.envs.stopOnAgent(
+                env,
+                env.state === 'running' ? 'max_runtime_seconds ran out' : null,
+              );
+            } else if (!vm) {
+              if (env.state === 'running' || now.getTime() - env.created_at.getTime() > 30_000) {
+                await this.repo.transition(env.id, [env.state as EnvironmentState], 'error', {
+                  last_error: 'the VM is gone from its host',
+                });
+                this.logger.warn({ env: env.id }, 'VM is gone');
+              }
+            } else if (
+              env.state === 'creating' &&
+              vm.state === 'creating' &&
+              now.getTime() - env.created_at.getTime() > this.createTimeoutMs
+            ) {
+              await this.envs.stopOnAgent(env).catch(() => undefined);
+              await this.repo.transition(env.id, ['creating', 'stopped'], 'error', {
+                last_error: `the VM did not start within ${this.createTimeoutMs / 1000} s`,
+              });
+            } else {
+              await this.envs.record(env.id, vm);
+            }
+          } catch (err) {
+            this.logger.warn(
+              { env: env.id, err: (err as Error).message },
+              'reconcile: environment not settled',
+            );
+          }
+        }
+        for (const vm of vms) {
+          if (activeIds.has(vm.id) || vm.state === 'stopped') continue;
+          // Re-read: the environment may have been created after this round listed the active ones.
+          const row = await this.repo.get(vm.id);
+          if (row && ['creating', 'running', 'stopping'].includes(row.state)) continue;
+          this.logger.warn({ host: host.id, vm: vm.id }, 'deleting an orphaned VM');
+          const agent = await this.envs.agents.forHost(host.id);
+          await agent.json('DELETE', AGENT_VM_PATHS.vm(vm.id)).catch(() => undefined);
+        }
+      }),
+    );
+    await this.snapshots.collectGarbage(now);
+  }
+}

@@ -1,0 +1,88 @@
+import type { Host } from '@orch/protocol';
+import { describe, expect, test } from 'vitest';
+import type { HostUsage } from '../store/environments-repo.js';
+import { place } from './scheduler.js';
+
+function host(id: string, over: Partial<Host> = {}): Host {
+  return {
+    id,
+    kind: 'microvm',
+    agent_url: `http://${id}:9090`,
+    token_source: 'registered',
+    arch: 'amd64',
+    version: '',
+    accelerator: 'tcg',
+    state: 'active',
+    health: 'healthy',
+    health_detail: null,
+    capacity: { cpus: 8, ram_mb: 16384, disk_gb: 100 },
+    free: { cpus: 8, ram_mb: 16384, disk_gb: 100 },
+    images: ['debian-12'],
+    gpus: [],
+    labels: {},
+    last_seen_at: null,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    ...over,
+  };
+}
+const spec = { cpus: 2, ram_mb: 2048, storage_gb: 10, max_runtime_seconds: 3600 };
+const used = (entries: [string, Partial<HostUsage>][]) =>
+  new Map(entries.map(([id, u]) => [id, { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {}, ...u }]));
+
+describe('placement', () => {
+  test('spreads load: the host left with the most free share wins', () => {
+    const r = place([host('a'), host('b')], used([['a', { cpus: 4 }]]), { spec });
+    expect(r.ok && r.host.id).toBe('b');
+  });
+
+  test('skips cordoned, unhealthy and full hosts, and says why when none is left', () => {
+    const hosts = [host('a', { state: 'cordoned' }), host('b', { health: 'unreachable' }), host('c')];
+    expect(place(hosts, used([]), { spec }).ok && 'c').toBe('c');
+    const r = place(hosts, used([['c', { cpus: 7 }]]), { spec });
+    expect(r).toEqual({
+      ok: false,
+      code: 'unavailable',
+      message:
+        'no host can take this environment now: a: cordoned; b: health unreachable; c: 1 of 2 cpus free',
+    });
+  });
+
+  test('what no host could ever run is invalid_argument, naming what is missing', () => {
+    expect(place([host('a')], used([]), { spec: { ...spec, cpus: 64, image: 'arch' } })).toEqual({
+      ok: false,
+      code: 'invalid_argument',
+      message:
+        'no registered microvm host could ever run this: image "arch" is on no host; 64 cpus (largest host has fewer)',
+    });
+    expect(place([host('a')], used([]), { spec: { ...spec, gpu: { model: 'h100', count: 1 } } })).toEqual({
+      ok: false,
+      code: 'invalid_argument',
+      message: 'no gpu host is registered',
+    });
+  });
+
+  test('GPU model, count and MIG profile', () => {
+    const gpuHost = host('g', {
+      kind: 'gpu',
+      gpus: [{ model: 'h100', count: 2, free: 2, mig_profiles: ['3g.40gb'] }],
+    });
+    const gpu = (g: { model: string; count: number; mig?: string }) => ({ spec: { ...spec, gpu: g } });
+    expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 2 })).ok).toBe(true);
+    expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 1, mig: '3g.40gb' })).ok).toBe(true);
+    expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 1, mig: '7g.80gb' }))).toMatchObject({
+      code: 'invalid_argument',
+    });
+    expect(
+      place([gpuHost], used([['g', { gpus: { h100: 2 } }]]), gpu({ model: 'h100', count: 1 })),
+    ).toMatchObject({
+      code: 'unavailable',
+      message: expect.stringContaining('0 of 1 h100 GPUs free'),
+    });
+  });
+
+  test('a restore goes to the snapshot host only', () => {
+    expect(place([host('a'), host('b')], used([]), { spec, onHost: 'a' }).ok && 'a').toBe('a');
+    expect(place([host('a')], used([]), { spec, onHost: 'z' })).toMatchObject({ code: 'invalid_argument' });
+  });
+});

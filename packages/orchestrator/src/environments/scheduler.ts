@@ -1,0 +1,120 @@
+import type { Host, VmSpec } from '@orch/protocol';
+import type { HostUsage } from '../store/environments-repo.js';
+
+/** Where an environment must or may go. */
+export interface PlacementRequest {
+  readonly spec: VmSpec;
+  /** Snapshots live on the host that took them: a restore or a seed must run there. */
+  readonly onHost?: string;
+}
+
+export type Placement =
+  | { readonly ok: true; readonly host: Host }
+  | { readonly ok: false; readonly code: 'invalid_argument' | 'unavailable'; readonly message: string };
+
+const EMPTY: HostUsage = { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
+
+/**
+ * Picks a host for an environment. A host qualifies when it has the right kind (a GPU request needs
+ * a gpu host), the image, the GPU model and MIG profile, and enough total capacity ("could ever
+ * fit"); it is eligible when it is also active (not cordoned), healthy, and has the cpus, RAM, disk
+ * and GPUs free after what its active environments reserve ("fits now"). Among eligible hosts the
+ * one left with the largest free share of its scarcest resource wins (spreads load); ties go to
+ * the smaller id, so placement is deterministic.
+ *
+ * No host could ever fit: `invalid_argument`, saying what is missing. Some could, none now:
+ * `unavailable`, saying why each candidate is out.
+ */
+export function place(
+  hosts: readonly Host[],
+  usage: ReadonlyMap<string, HostUsage>,
+  req: PlacementRequest,
+): Placement {
+  const { spec } = req;
+  const kind = spec.gpu ? 'gpu' : 'microvm';
+  let pool = hosts.filter((h) => h.kind === kind);
+  if (req.onHost !== undefined) pool = pool.filter((h) => h.id === req.onHost);
+  if (pool.length === 0) {
+    return {
+      ok: false,
+      code: 'invalid_argument',
+      message:
+        req.onHost !== undefined
+          ? `host ${req.onHost} (where the snapshot is) is not a registered ${kind} host`
+          : `no ${kind} host is registered`,
+    };
+  }
+  const missing = new Set<string>();
+  const qualified = pool.filter((h) => {
+    const lacks = couldNeverFit(h, spec);
+    for (const m of lacks) missing.add(m);
+    return lacks.length === 0;
+  });
+  if (qualified.length === 0) {
+    return {
+      ok: false,
+      code: 'invalid_argument',
+      message: `no registered ${kind} host could ever run this: ${[...missing].join('; ')}`,
+    };
+  }
+  const reasons: string[] = [];
+  let best: { host: Host; score: number } | undefined;
+  for (const h of qualified) {
+    const u = usage.get(h.id) ?? EMPTY;
+    const why = notNow(h, u, spec);
+    if (why) {
+      reasons.push(`${h.id}: ${why}`);
+      continue;
+    }
+    const score = Math.min(
+      (h.capacity.cpus - u.cpus - spec.cpus) / h.capacity.cpus,
+      (h.capacity.ram_mb - u.ram_mb - spec.ram_mb) / h.capacity.ram_mb,
+      (h.capacity.disk_gb - u.disk_gb - spec.storage_gb) / h.capacity.disk_gb,
+    );
+    if (!best || score > best.score || (score === best.score && h.id < best.host.id))
+      best = { host: h, score };
+  }
+  if (best) return { ok: true, host: best.host };
+  return {
+    ok: false,
+    code: 'unavailable',
+    message: `no host can take this environment now: ${reasons.join('; ')}`,
+  };
+}
+
+function couldNeverFit(h: Host, spec: VmSpec): string[] {
+  const lacks: string[] = [];
+  if (spec.image !== undefined && !h.images.includes(spec.image))
+    lacks.push(`image "${spec.image}" is on no host`);
+  if (h.capacity.cpus < spec.cpus) lacks.push(`${spec.cpus} cpus (largest host has fewer)`);
+  if (h.capacity.ram_mb < spec.ram_mb) lacks.push(`${spec.ram_mb} MiB of RAM (largest host has less)`);
+  if (h.capacity.disk_gb < spec.storage_gb)
+    lacks.push(`${spec.storage_gb} GiB of disk (largest host has less)`);
+  if (spec.gpu) {
+    const gpu = h.gpus.find((g) => g.model === spec.gpu!.model);
+    if (!gpu) lacks.push(`GPU model ${spec.gpu.model}`);
+    else if (gpu.count < spec.gpu.count) lacks.push(`${spec.gpu.count} ${spec.gpu.model} GPUs on one host`);
+    else if (spec.gpu.mig !== undefined && !gpu.mig_profiles.includes(spec.gpu.mig))
+      lacks.push(`MIG profile ${spec.gpu.mig} on ${spec.gpu.model}`);
+  }
+  return lacks;
+}
+
+function notNow(h: Host, u: HostUsage, spec: VmSpec): string | undefined {
+  if (h.state === 'cordoned') return 'cordoned';
+  if (h.health !== 'healthy') return `health ${h.health}`;
+  const free = {
+    cpus: h.capacity.cpus - u.cpus,
+    ram_mb: h.capacity.ram_mb - u.ram_mb,
+    disk_gb: h.capacity.disk_gb - u.disk_gb,
+  };
+  if (free.cpus < spec.cpus) return `${free.cpus} of ${spec.cpus} cpus free`;
+  if (free.ram_mb < spec.ram_mb) return `${free.ram_mb} of ${spec.ram_mb} MiB RAM free`;
+  if (free.disk_gb < spec.storage_gb) return `${free.disk_gb} of ${spec.storage_gb} GiB disk free`;
+  if (spec.gpu) {
+    const gpu = h.gpus.find((g) => g.model === spec.gpu!.model)!;
+    const freeGpus = gpu.count - (u.gpus[gpu.model] ?? 0);
+    if (freeGpus < spec.gpu.count) return `${freeGpus} of ${spec.gpu.count} ${gpu.model} GPUs free`;
+  }
+  return undefined;
+}

@@ -1,0 +1,173 @@
+import type { Environment, EnvironmentState } from '@orch/protocol';
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import type { Database, EnvironmentsTable, PortJson, VmSpecJson } from './schema.js';
+
+/** States that hold capacity on their host. */
+export const ACTIVE_STATES: readonly EnvironmentState[] = ['creating', 'running', 'stopping'];
+
+/** What one host has reserved for its active environments. */
+export interface HostUsage {
+  cpus: number;
+  ram_mb: number;
+  disk_gb: number;
+  /** GPUs in use by model (a MIG slice counts as one device of its model). */
+  gpus: Record<string, number>;
+}
+
+export type EnvironmentRow = Selectable<EnvironmentsTable>;
+
+export interface NewEnvironment {
+  readonly id: string;
+  readonly task_id: string;
+  readonly host_id: string;
+  readonly spec: VmSpecJson;
+  readonly manifest_inline: string;
+  readonly startup_script: string;
+  readonly expose: { port: number; as: string }[];
+  readonly secrets_enc: string;
+  readonly secret_names: string[];
+  readonly seed_snapshot_id: string | null;
+  readonly restored_from_snapshot_id: string | null;
+}
+
+/** Environments in the database. */
+export class EnvironmentsRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /**
+   * Runs `fn` holding the cluster-wide placement lock (a transaction-scoped advisory lock), so that
+   * two `orchd` processes never place onto the same free capacity.
+   */
+  async withPlacementLock<T>(fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext('orchd:placement'))`.execute(trx);
+      return fn(trx);
+    });
+  }
+
+  /** Capacity reserved by active environments, per host. */
+  async usage(trx: Kysely<Database> = this.db): Promise<Map<string, HostUsage>> {
+    const rows = await trx
+      .selectFrom('environments')
+      .select(['host_id', 'spec'])
+      .where('state', 'in', ACTIVE_STATES)
+      .execute();
+    const usage = new Map<string, HostUsage>();
+    for (const { host_id, spec } of rows) {
+      const u = usage.get(host_id) ?? { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
+      u.cpus += spec.cpus;
+      u.ram_mb += spec.ram_mb;
+      u.disk_gb += spec.storage_gb;
+      if (spec.gpu) u.gpus[spec.gpu.model] = (u.gpus[spec.gpu.model] ?? 0) + spec.gpu.count;
+      usage.set(host_id, u);
+    }
+    return usage;
+  }
+
+  async insert(env: NewEnvironment, trx: Kysely<Database> = this.db): Promise<EnvironmentRow> {
+    return trx
+      .insertInto('environments')
+      .values({
+        ...env,
+        state: 'creating',
+        spec: JSON.stringify(env.spec),
+        expose: JSON.stringify(env.expose),
+        secret_names: JSON.stringify(env.secret_names),
+        last_error: null,
+        started_at: null,
+        expires_at: null,
+        stopped_at: null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  async get(id: string): Promise<EnvironmentRow | undefined> {
+    return this.db.selectFrom('environments').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async list(
+    filter: { state?: string | undefined; task_id?: string | undefined; host_id?: string | undefined } = {},
+  ): Promise<EnvironmentRow[]> {
+    let q = this.db.selectFrom('environments').selectAll();
+    if (filter.state) q = q.where('state', '=', filter.state);
+    if (filter.task_id) q = q.where('task_id', '=', filter.task_id);
+    if (filter.host_id) q = q.where('host_id', '=', filter.host_id);
+    return q.orderBy('created_at', 'desc').limit(1000).execute();
+  }
+
+  async listActive(hostId?: string): Promise<EnvironmentRow[]> {
+    let q = this.db.selectFrom('environments').selectAll().where('state', 'in', ACTIVE_STATES);
+    if (hostId) q = q.where('host_id', '=', hostId);
+    return q.execute();
+  }
+
+  /**
+   * Moves an environment to `to` only if it is in one of `from` (so concurrent updaters cannot
+   * resurrect a stopped environment). Returns the updated row, or undefined if it was not in `from`.
+   */
+  async transition(
+    id: string,
+    from: readonly EnvironmentState[],
+    to: EnvironmentState,
+    fields: {
+      last_error?: string | null;
+      ports?: PortJson[];
+      started_at?: Date;
+      expires_at?: Date | null;
+    } = {},
+  ): Promise<EnvironmentRow | undefined> {
+    const now = new Date();
+    return this.db
+      .updateTable('environments')
+      .set({
+        state: to,
+        updated_at: now,
+        ...(fields.last_error !== undefined ? { last_error: fields.last_error } : {}),
+        ...(fields.ports ? { ports: JSON.stringify(fields.ports) } : {}),
+        ...(fields.started_at ? { started_at: fields.started_at } : {}),
+        ...(fields.expires_at !== undefined ? { expires_at: fields.expires_at } : {}),
+        ...(to === 'stopped' || to === 'error' ? { stopped_at: now } : {}),
+      })
+      .where('id', '=', id)
+      .where('state', 'in', from)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** Whether a host still has environments holding capacity (it cannot be removed then). */
+  async hostHasActive(hostId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('environments')
+      .select('id')
+      .where('host_id', '=', hostId)
+      .where('state', 'in', ACTIVE_STATES)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+}
+
+/** The API view of an environment row: never the secrets, only their names. */
+export function toEnvironment(row: EnvironmentRow): Environment {
+  return {
+    id: row.id,
+    task_id: row.task_id,
+    state: row.state as EnvironmentState,
+    host_id: row.host_id,
+    spec: row.spec,
+    expose: row.expose,
+    ports: row.ports.map((p) => ({
+      ...p,
+      url: `http://${p.host.includes(':') ? `[${p.host}]` : p.host}:${p.host_port}`,
+    })),
+    secret_names: row.secret_names,
+    seed_snapshot_id: row.seed_snapshot_id,
+    restored_from_snapshot_id: row.restored_from_snapshot_id,
+    last_error: row.last_error,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    started_at: row.started_at?.toISOString() ?? null,
+    expires_at: row.expires_at?.toISOString() ?? null,
+    stopped_at: row.stopped_at?.toISOString() ?? null,
+  };
+}

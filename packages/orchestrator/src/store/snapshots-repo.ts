@@ -1,0 +1,147 @@
+import type { Snapshot } from '@orch/protocol';
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, SnapshotExportsTable, SnapshotsTable } from './schema.js';
+
+export type SnapshotRow = Selectable<SnapshotsTable>;
+
+/** Snapshots and their export requests in the database. */
+export class SnapshotsRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: {
+    id: string;
+    vm_id: string;
+    task_id: string;
+    host_id: string;
+    parent_snapshot_id: string | null;
+    mode: string;
+    comment: string | null;
+    requested_live: boolean;
+    retention_until: Date | null;
+    export?: { destination: string; status: string };
+  }): Promise<void> {
+    const { export: exp, ...fields } = row;
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('snapshots')
+        .values({
+          ...fields,
+          state: 'creating',
+          kind: null,
+          arch: null,
+          digest: null,
+          size_bytes: null,
+          last_error: null,
+          export_ref: null,
+        })
+        .execute();
+      if (exp)
+        await trx
+          .insertInto('snapshot_exports')
+          .values({ snapshot_id: row.id, ...exp, last_error: null })
+          .execute();
+    });
+  }
+
+  async get(id: string): Promise<SnapshotRow | undefined> {
+    return this.db.selectFrom('snapshots').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async list(filter: {
+    vm_id?: string | undefined;
+    task_id?: string | undefined;
+    state?: string | undefined;
+  }): Promise<SnapshotRow[]> {
+    let q = this.db.selectFrom('snapshots').selectAll();
+    if (filter.vm_id) q = q.where('vm_id', '=', filter.vm_id);
+    if (filter.task_id) q = q.where('task_id', '=', filter.task_id);
+    if (filter.state) q = q.where('state', '=', filter.state);
+    return q.orderBy('created_at', 'desc').limit(1000).execute();
+  }
+
+  async exportsOf(ids: readonly string[]): Promise<Map<string, Selectable<SnapshotExportsTable>[]>> {
+    const out = new Map<string, Selectable<SnapshotExportsTable>[]>();
+    if (ids.length === 0) return out;
+    const rows = await this.db
+      .selectFrom('snapshot_exports')
+      .selectAll()
+      .where('snapshot_id', 'in', ids)
+      .orderBy('id')
+      .execute();
+    for (const r of rows) out.set(r.snapshot_id, [...(out.get(r.snapshot_id) ?? []), r]);
+    return out;
+  }
+
+  /** Moves a snapshot to `to` only from one of `from`; returns whether it moved. */
+  async transition(
+    id: string,
+    from: readonly string[],
+    to: string,
+    fields: Partial<Pick<SnapshotRow, 'kind' | 'arch' | 'digest' | 'last_error'>> & {
+      size_bytes?: number;
+    } = {},
+  ): Promise<boolean> {
+    const r = await this.db
+      .updateTable('snapshots')
+      .set({ state: to, updated_at: new Date(), ...fields })
+      .where('id', '=', id)
+      .where('state', 'in', from)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db.deleteFrom('snapshots').where('id', '=', id).execute();
+  }
+
+  /** Snapshots whose retention has passed (garbage collection). */
+  async expired(now: Date): Promise<SnapshotRow[]> {
+    return this.db
+      .selectFrom('snapshots')
+      .selectAll()
+      .where('retention_until', '<', now)
+      .where('state', 'in', ['ready', 'error'])
+      .execute();
+  }
+}
+
+/**
+ * The spec's Snapshot object: optional fields are omitted when unset, `mode` as stored (an empty
+ * value was stored as `manual`), `kind` always present (`disk` until the agent says otherwise).
+ */
+export function toSnapshot(
+  row: SnapshotRow,
+  exports: readonly Selectable<SnapshotExportsTable>[] = [],
+): Snapshot {
+  const opt = <K extends string, V>(key: K, value: V | null | undefined) =>
+    (value === null || value === undefined ? {} : { [key]: value }) as Partial<Record<K, V>>;
+  return {
+    id: row.id,
+    vm_id: row.vm_id,
+    ...opt('task_id', row.task_id),
+    ...opt('parent_snapshot_id', row.parent_snapshot_id),
+    mode: row.mode,
+    state: row.state as Snapshot['state'] & string,
+    ...opt('comment', row.comment),
+    ...opt('arch', row.arch as Snapshot['arch']),
+    ...opt('digest', row.digest),
+    kind: row.kind === 'live' ? 'live' : 'disk',
+    ...opt('size_bytes', row.size_bytes === null ? null : Number(row.size_bytes)),
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    retention_until: row.retention_until ? row.retention_until.toISOString() : null,
+    ...opt('last_error', row.last_error),
+    ...opt('export_ref', row.export_ref),
+    ...(exports.length > 0
+      ? {
+          exports: exports.map((e) => ({
+            destination: e.destination,
+            status: e.status,
+            requested_at: e.requested_at.toISOString(),
+            updated_at: e.updated_at.toISOString(),
+            ...opt('last_error', e.last_error),
+          })),
+        }
+      : {}),
+  };
+}
