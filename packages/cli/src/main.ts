@@ -44,16 +44,17 @@ export function buildProgram(): Command {
   ).action(async (path: string | undefined, _opts: unknown, cmd: Command) => runPreview(cmd, path));
 
   previewOptions(
-    program
-      .command('up')
-      .description('Create an environment from a definition file (with --dry-run: print it only)'),
+    program.command('up').description('Create an environment from a definition file and wait until it runs'),
   )
     .option('--dry-run', 'print what would be posted, exactly as compile does, and create nothing')
+    .option('--secret <NAME=VALUE...>', 'a secret value the definition references (repeatable)')
+    .option('--secrets-file <file>', 'NAME=VALUE lines with secret values')
+    .option('--detach', 'return once the environment is placed; do not wait for it to run')
     .action(async (path: string | undefined, opts: { dryRun?: boolean }, cmd: Command) => {
       if (opts.dryRun) return runPreview(cmd, path);
-      throw new CliError(
-        'orch: up needs an orchestrator (orchd) to create the environment, and this version of orch cannot reach one yet; ' +
-          'use `orch up --dry-run` or `orch compile` to preview the request',
+      const { up } = await import('./commands/environments.js');
+      process.stdout.write(
+        await up(path, cmd.opts(), cmd.optsWithGlobals().output as OutputMode, process.cwd()),
       );
     });
 
@@ -160,14 +161,106 @@ export function buildProgram(): Command {
       out(await (await import('./commands/hosts.js')).removeHost(id, outputOf(cmd))),
     );
 
+  const env = program.command('env').description('List, inspect and remove environments');
+  env
+    .command('list')
+    .description('List environments, newest first')
+    .action(async (_o: unknown, cmd: Command) =>
+      out(await (await import('./commands/environments.js')).listEnvironments(outputOf(cmd))),
+    );
+  env
+    .command('get')
+    .description('Show one environment with its exposed ports')
+    .argument('<env>', 'environment id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('./commands/environments.js')).getEnvironment(id, outputOf(cmd))),
+    );
+  env
+    .command('rm')
+    .description('Stop an environment and free its capacity')
+    .argument('<env>', 'environment id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('./commands/environments.js')).removeEnvironment(id, outputOf(cmd))),
+    );
+
+  program
+    .command('exec')
+    .description('Run a command in an environment; exits with the command’s status (master token)')
+    .argument('<env>', 'environment id')
+    .argument('<cmd...>', 'the command and its arguments, after --')
+    .option('--timeout <seconds>', 'kill the command after this long (default 60); exit status 124')
+    .option('--cwd <dir>', 'working directory in the guest')
+    .option('--env <NAME=VALUE...>', 'environment variables (repeatable)')
+    .action(async (id: string, argv: string[], opts: { timeout?: string; cwd?: string; env?: string[] }) => {
+      status = await (await import('./commands/environments.js')).exec(id, argv, opts);
+    });
+
+  program
+    .command('attach')
+    .description('Attach this terminal to an environment’s serial console; Ctrl-] detaches (master token)')
+    .argument('<env>', 'environment id')
+    .action(async (id: string) => {
+      status = await (await import('./commands/attach.js')).attach(id);
+    });
+
+  const snapshot = program.command('snapshot').description('Take, inspect, restore and delete snapshots');
+  snapshot
+    .command('create')
+    .description('Snapshot a running environment (disk; with --live also memory)')
+    .argument('<env>', 'environment id')
+    .option('--live', 'also save memory and CPU state, so a restore resumes where it stopped')
+    .option('--comment <text>', 'a note kept with the snapshot')
+    .option('--mode <mode>', 'stored verbatim (default manual)')
+    .option('--retention-until <date-time>', 'garbage-collect the snapshot after this time')
+    .option('--export-to <destination>', 'record an export request to this destination')
+    .option('--export-status <status>', 'status of that export, stored verbatim (default pending)')
+    .action(async (id: string, opts: Record<string, string | boolean>, cmd: Command) =>
+      out(await (await import('./commands/snapshots.js')).createSnapshot(id, opts, outputOf(cmd))),
+    );
+  snapshot
+    .command('get')
+    .description('Show one snapshot')
+    .argument('<snapshot>', 'snapshot id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('./commands/snapshots.js')).getSnapshot(id, outputOf(cmd))),
+    );
+  snapshot
+    .command('list')
+    .description('List snapshots, newest first')
+    .option('--env <env>', 'only of this environment')
+    .option('--task <task-id>', 'only of this task')
+    .option('--state <state>', 'only in this state')
+    .action(async (opts: { env?: string; task?: string; state?: string }, cmd: Command) =>
+      out(await (await import('./commands/snapshots.js')).listSnapshots(opts, outputOf(cmd))),
+    );
+  snapshot
+    .command('rm')
+    .description('Delete a snapshot')
+    .argument('<snapshot>', 'snapshot id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('./commands/snapshots.js')).removeSnapshot(id, outputOf(cmd))),
+    );
+  snapshot
+    .command('restore')
+    .description('Start a new environment from a snapshot (live: resumes; disk: cold-boots)')
+    .argument('<snapshot>', 'snapshot id')
+    .option('--task-id <id>', 'task id of the new environment (default: the original one)')
+    .option('--detach', 'do not wait for it to run')
+    .action(async (id: string, opts: { taskId?: string; detach?: boolean }, cmd: Command) =>
+      out(await (await import('./commands/snapshots.js')).restoreSnapshot(id, opts, outputOf(cmd))),
+    );
+
   return program;
 }
+
+/** Exit status a command asks for (exec and attach pass the remote one on). */
+let status = 0;
 
 /** Runs the CLI: the only place that prints errors and sets the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
   try {
     await buildProgram().parseAsync([...argv], { from: 'user' });
-    return 0;
+    return status;
   } catch (err) {
     if (err instanceof CommanderError) {
       // Commander has already printed its message; help and version are not failures.

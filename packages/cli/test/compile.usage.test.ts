@@ -111,11 +111,19 @@ describe('path resolution: -f, then the positional path, then discovery', () => 
   });
 });
 
-test('up without --dry-run says it needs an orchestrator and exits non-zero', () => {
+test('up without --dry-run needs an orchestrator context, and says how to make one', () => {
   const r = runOrch(['up', 'examples/small']);
   expect(r.code).toBe(1);
   expect(r.stdout).toBe('');
-  expect(r.stderr).toContain('up needs an orchestrator');
+  expect(r.stderr).toBe('orch: no orchestrator context: run `orch connect <url> --token <token>` first\n');
+});
+
+test('up refuses to send anything while a required secret is missing', () => {
+  const r = runOrch(['up', 'examples/services-secrets', '--secret', 'db_pw=x']);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toBe(
+    'orch: missing secrets: stripe_key: pass --secret NAME=VALUE or --secrets-file FILE (nothing was sent)\n',
+  );
 });
 
 describe('help lists every flag, one line each', () => {
@@ -140,7 +148,7 @@ describe('help lists every flag, one line each', () => {
       '--format <format>',
       '--only <part>',
       '--from-build <snapshot-id>',
-      ...(command === 'up' ? ['--dry-run'] : []),
+      ...(command === 'up' ? ['--dry-run', '--secret <NAME=VALUE...>', '--secrets-file <file>', '--detach'] : []),
       '-h, --help',
       '-o, --output <mode>',
     ]);

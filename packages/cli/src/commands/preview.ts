@@ -1,4 +1,5 @@
 import {
+  type Compiled,
   checkIdentifier,
   compileSource,
   type Format,
@@ -25,18 +26,14 @@ export interface PreviewFlags {
 export type OutputMode = 'table' | 'json';
 
 /**
- * Compiles the definition file and returns what to print: the human view, the JSON or YAML body,
- * or one `--only` part. Makes no network request and reads no configuration.
+ * Compiles the definition file as `compile`, `up` and `up --dry-run` all do (path resolution, task
+ * id, `--from-build`); diagnostics become a DiagnosticsError. Makes no network request.
  */
-export async function preview(
+export async function compileFile(
   positional: string | undefined,
   flags: PreviewFlags,
-  output: OutputMode,
   cwd: string,
-): Promise<string> {
-  if (flags.only !== undefined && flags.format !== undefined) {
-    throw new UsageError('--only and --format cannot be used together: --only prints one part undecorated');
-  }
+): Promise<Compiled> {
   if (flags.taskId !== undefined) {
     const problem = checkIdentifier('--task-id', flags.taskId);
     if (problem) throw new UsageError(problem);
@@ -59,14 +56,31 @@ export async function preview(
   });
   if (!result.ok)
     throw new DiagnosticsError(result.diagnostics.map((d) => formatDiagnostic(file.display, d)));
-  if (flags.only !== undefined) return renderOnly(result.compiled, flags.only);
+  return result.compiled;
+}
+
+/**
+ * Compiles the definition file and returns what to print: the human view, the JSON or YAML body,
+ * or one `--only` part. Makes no network request and reads no configuration.
+ */
+export async function preview(
+  positional: string | undefined,
+  flags: PreviewFlags,
+  output: OutputMode,
+  cwd: string,
+): Promise<string> {
+  if (flags.only !== undefined && flags.format !== undefined) {
+    throw new UsageError('--only and --format cannot be used together: --only prints one part undecorated');
+  }
+  const compiled = await compileFile(positional, flags, cwd);
+  if (flags.only !== undefined) return renderOnly(compiled, flags.only);
   const format: Format = flags.format ?? (output === 'json' ? 'json' : 'text');
   switch (format) {
     case 'json':
-      return renderJson(result.compiled.request);
+      return renderJson(compiled.request);
     case 'yaml':
-      return renderYaml(result.compiled.request);
+      return renderYaml(compiled.request);
     case 'text':
-      return renderText(result.compiled);
+      return renderText(compiled);
   }
 }

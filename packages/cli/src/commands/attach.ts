@@ -1,0 +1,64 @@
+import WebSocket from 'ws';
+import { ContextStore } from '../context-store.js';
+import { CliError } from '../errors.js';
+import { contextsFile } from '../settings.js';
+
+/** Ctrl-] detaches, as in telnet. */
+const DETACH = 0x1d;
+
+/**
+ * `orch attach <env>`: the guest's serial console in this terminal (raw mode when it is one).
+ * Ctrl-] detaches; the VM keeps running.
+ */
+export async function attach(id: string): Promise<number> {
+  const { context } = await new ContextStore(contextsFile()).current();
+  const url = `${context.url.replace(/^http/, 'ws')}/v1/environments/${encodeURIComponent(id)}/attach`;
+  const ws = new WebSocket(url, {
+    headers: context.token ? { authorization: `Bearer ${context.token}` } : {},
+    followRedirects: false,
+    handshakeTimeout: 15_000,
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => {
+        let message = `http ${res.statusCode}`;
+        try {
+          const e = (JSON.parse(body) as { error: { code: string; message: string } }).error;
+          message = `${e.message} (${e.code})`;
+        } catch {
+          // keep the status
+        }
+        reject(new CliError(`orch: cannot attach: ${message}`));
+      });
+    });
+    ws.once('error', (err) => reject(new CliError(`orch: cannot attach: ${err.message}`)));
+  });
+  const stdin = process.stdin;
+  const raw = stdin.isTTY;
+  if (raw) stdin.setRawMode(true);
+  process.stderr.write(`orch: attached to ${id}; Ctrl-] detaches\r\n`);
+  return new Promise<number>((resolve) => {
+    const finish = (code: number) => {
+      if (raw) stdin.setRawMode(false);
+      stdin.pause();
+      resolve(code);
+    };
+    stdin.on('data', (chunk: Buffer) => {
+      const at = chunk.indexOf(DETACH);
+      if (at >= 0) {
+        if (at > 0) ws.send(chunk.subarray(0, at));
+        process.stderr.write('\r\norch: detached\r\n');
+        ws.close();
+        return;
+      }
+      ws.send(chunk);
+    });
+    stdin.on('end', () => ws.close());
+    ws.on('message', (data: Buffer) => process.stdout.write(data));
+    ws.on('close', () => finish(0));
+    ws.on('error', () => finish(1));
+  });
+}

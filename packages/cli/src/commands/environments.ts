@@ -1,0 +1,178 @@
+import { readFile } from 'node:fs/promises';
+import type { Environment, ExecResult } from '@orch/protocol';
+import { OrchClient } from '../api-client.js';
+import { ContextStore } from '../context-store.js';
+import { CliError, UsageError } from '../errors.js';
+import { contextsFile } from '../settings.js';
+import { table } from '../table.js';
+import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
+
+export async function client(): Promise<OrchClient> {
+  return new OrchClient((await new ContextStore(contextsFile()).current()).context);
+}
+
+const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
+
+/** Reads `NAME=VALUE` lines (blank lines and `#` comments ignored) from a secrets file. */
+async function readSecretsFile(path: string): Promise<Record<string, string>> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new CliError(
+      `orch: cannot read secrets file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
+  }
+  const out: Record<string, string> = {};
+  text.split('\n').forEach((line, i) => {
+    const t = line.trim();
+    if (t === '' || t.startsWith('#')) return;
+    const eq = t.indexOf('=');
+    if (eq <= 0) throw new CliError(`orch: ${path}:${i + 1}: expected NAME=VALUE`);
+    out[t.slice(0, eq).trim()] = t.slice(eq + 1);
+  });
+  return out;
+}
+
+function parseSecretFlags(list: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of list) {
+    const eq = item.indexOf('=');
+    if (eq <= 0)
+      throw new UsageError(`--secret ${JSON.stringify(item.split('=')[0])} must look like NAME=VALUE`);
+    out[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return out;
+}
+
+/**
+ * `orch up`: compiles the definition, checks that every required secret has a value (before
+ * anything is sent), posts the request with only those secrets, then follows the environment until
+ * it runs (unless `--detach`) and prints its id and exposed ports.
+ */
+export async function up(
+  positional: string | undefined,
+  flags: PreviewFlags & { secret?: string[]; secretsFile?: string; detach?: boolean },
+  output: OutputMode,
+  cwd: string,
+): Promise<string> {
+  const compiled = await compileFile(positional, flags, cwd);
+  const given = {
+    ...(flags.secretsFile ? await readSecretsFile(flags.secretsFile) : {}),
+    ...parseSecretFlags(flags.secret ?? []),
+  };
+  const required = compiled.request.required_secrets;
+  const missing = required.filter((name) => !(name in given));
+  if (missing.length > 0) {
+    throw new CliError(
+      `orch: missing secrets: ${missing.join(', ')}: pass --secret NAME=VALUE or --secrets-file FILE (nothing was sent)`,
+    );
+  }
+  for (const extra of Object.keys(given).filter((n) => !required.includes(n))) {
+    process.stderr.write(`orch: ignoring secret ${extra}: the definition does not reference it\n`);
+  }
+  const { required_secrets: _names, ...body } = compiled.request;
+  const api = await client();
+  const env = await api.call<Environment>('POST', '/v1/environments', {
+    ...body,
+    secrets: Object.fromEntries(required.map((n) => [n, given[n]!])),
+  });
+  return follow(api, env, flags.detach ?? false, output);
+}
+
+/** Waits (with a progress line on stderr) until the environment runs or fails, then shows it. */
+export async function follow(
+  api: OrchClient,
+  created: Environment,
+  detach: boolean,
+  output: OutputMode,
+): Promise<string> {
+  let env = created;
+  const started = Date.now();
+  const tty = process.stderr.isTTY;
+  while (!detach && env.state === 'creating') {
+    const secs = ((Date.now() - started) / 1000).toFixed(0);
+    if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
+    await new Promise((r) => setTimeout(r, 500));
+    env = await api.call<Environment>('GET', envPath(env.id));
+  }
+  if (tty && !detach) process.stderr.write('\n');
+  if (env.state === 'error')
+    throw new CliError(`orch: environment ${env.id} failed: ${env.last_error ?? 'unknown error'}`);
+  return showEnvironment(env, output);
+}
+
+export function showEnvironment(env: Environment, output: OutputMode): string {
+  if (output === 'json') return `${JSON.stringify(env, null, 2)}\n`;
+  const lines = [`${env.id}  ${env.state}  on ${env.host_id}  task ${env.task_id}`];
+  if (env.last_error) lines.push(`  last error: ${env.last_error}`);
+  if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
+  for (const p of env.ports) lines.push(`  ${p.as.padEnd(12)} ${p.url}  -> guest port ${p.port}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export async function listEnvironments(output: OutputMode): Promise<string> {
+  const { environments } = await (await client()).call<{ environments: Environment[] }>(
+    'GET',
+    '/v1/environments',
+  );
+  if (output === 'json') return `${JSON.stringify({ environments }, null, 2)}\n`;
+  if (environments.length === 0) return 'no environments: create one with `orch up`\n';
+  return table(
+    ['ID', 'STATE', 'HOST', 'TASK', 'CPUS', 'RAM MB', 'PORTS', 'CREATED'],
+    environments.map((e) => [
+      e.id,
+      e.state,
+      e.host_id,
+      e.task_id,
+      String(e.spec.cpus),
+      String(e.spec.ram_mb),
+      e.ports.map((p) => `${p.as}:${p.host_port}`).join(',') || '-',
+      e.created_at,
+    ]),
+  );
+}
+
+export async function getEnvironment(id: string, output: OutputMode): Promise<string> {
+  return showEnvironment(await (await client()).call<Environment>('GET', envPath(id)), output);
+}
+
+export async function removeEnvironment(id: string, output: OutputMode): Promise<string> {
+  return showEnvironment(await (await client()).call<Environment>('DELETE', envPath(id)), output);
+}
+
+/**
+ * `orch exec <env> -- <cmd...>`: runs the command in the guest, writes its output to this
+ * process's stdout and stderr, and returns the remote exit status (124 when it timed out).
+ */
+export async function exec(
+  id: string,
+  argv: readonly string[],
+  opts: { timeout?: string; cwd?: string; env?: string[] },
+): Promise<number> {
+  if (argv.length === 0)
+    throw new UsageError('give the command after --, for example: orch exec env_1 -- uname -a');
+  const timeout = opts.timeout === undefined ? 60 : Number(opts.timeout);
+  if (!Number.isInteger(timeout) || timeout < 1)
+    throw new UsageError('--timeout must be a whole number of seconds');
+  const env: Record<string, string> = {};
+  for (const e of opts.env ?? []) {
+    const eq = e.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--env ${JSON.stringify(e)} must look like NAME=VALUE`);
+    env[e.slice(0, eq)] = e.slice(eq + 1);
+  }
+  const result = await (await client()).call<ExecResult>('POST', `${envPath(id)}?action=exec`, {
+    argv,
+    env,
+    timeout_seconds: timeout,
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+  });
+  process.stdout.write(Buffer.from(result.stdout_base64, 'base64'));
+  process.stderr.write(Buffer.from(result.stderr_base64, 'base64'));
+  if (result.truncated) process.stderr.write('orch: the output was longer than the limit and was cut\n');
+  if (result.timed_out) {
+    process.stderr.write(`orch: the command did not finish within ${timeout}s and was killed\n`);
+    return 124;
+  }
+  return result.exit_code ?? 1;
+}

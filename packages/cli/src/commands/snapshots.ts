@@ -1,0 +1,117 @@
+import type { Environment, Snapshot } from '@orch/protocol';
+import { UsageError } from '../errors.js';
+import { table } from '../table.js';
+import { client, follow } from './environments.js';
+import type { OutputMode } from './preview.js';
+
+const snapPath = (id: string) => `/v1/snapshots/${encodeURIComponent(id)}`;
+
+function show(s: Snapshot, output: OutputMode): string {
+  if (output === 'json') return `${JSON.stringify(s, null, 2)}\n`;
+  return (
+    table(
+      ['ID', 'ENV', 'KIND', 'STATE', 'SIZE', 'DIGEST', 'MODE', 'CREATED'],
+      [
+        [
+          s.id,
+          s.vm_id,
+          s.kind,
+          s.state ?? '-',
+          s.size_bytes === undefined ? '-' : String(s.size_bytes),
+          s.digest?.slice(0, 12) ?? '-',
+          s.mode ?? '-',
+          s.created_at,
+        ],
+      ],
+    ) + (s.last_error ? `last error: ${s.last_error}\n` : '')
+  );
+}
+
+/** `orch snapshot create <env> [--live] ...` */
+export async function createSnapshot(
+  envId: string,
+  opts: {
+    live?: boolean;
+    comment?: string;
+    mode?: string;
+    retentionUntil?: string;
+    exportTo?: string;
+    exportStatus?: string;
+  },
+  output: OutputMode,
+): Promise<string> {
+  if (opts.retentionUntil !== undefined && Number.isNaN(Date.parse(opts.retentionUntil))) {
+    throw new UsageError('--retention-until must be a date-time, for example 2026-12-31T00:00:00Z');
+  }
+  const s = await (await client()).call<Snapshot>(
+    'POST',
+    `/v1/environments/${encodeURIComponent(envId)}/snapshots`,
+    {
+      live: opts.live ?? false,
+      ...(opts.comment !== undefined ? { comment: opts.comment } : {}),
+      ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
+      ...(opts.retentionUntil !== undefined
+        ? { retention_until: new Date(opts.retentionUntil).toISOString() }
+        : {}),
+      ...(opts.exportTo !== undefined ? { export_destination: opts.exportTo } : {}),
+      ...(opts.exportStatus !== undefined ? { export_status: opts.exportStatus } : {}),
+    },
+  );
+  const note =
+    opts.live && s.kind === 'disk' && s.state === 'ready'
+      ? 'note: the host could only take a disk snapshot\n'
+      : '';
+  return show(s, output) + (output === 'json' ? '' : note);
+}
+
+export async function getSnapshot(id: string, output: OutputMode): Promise<string> {
+  return show(await (await client()).call<Snapshot>('GET', snapPath(id)), output);
+}
+
+export async function listSnapshots(
+  filter: { env?: string; task?: string; state?: string },
+  output: OutputMode,
+): Promise<string> {
+  const q = new URLSearchParams({
+    ...(filter.env ? { vm_id: filter.env } : {}),
+    ...(filter.task ? { task_id: filter.task } : {}),
+    ...(filter.state ? { state: filter.state } : {}),
+  }).toString();
+  const { snapshots } = await (await client()).call<{ snapshots: Snapshot[] }>(
+    'GET',
+    `/v1/snapshots${q ? `?${q}` : ''}`,
+  );
+  if (output === 'json') return `${JSON.stringify({ snapshots }, null, 2)}\n`;
+  if (snapshots.length === 0) return 'no snapshots: take one with `orch snapshot create <env>`\n';
+  return table(
+    ['ID', 'ENV', 'KIND', 'STATE', 'SIZE', 'CREATED'],
+    snapshots.map((s) => [
+      s.id,
+      s.vm_id,
+      s.kind,
+      s.state ?? '-',
+      s.size_bytes === undefined ? '-' : String(s.size_bytes),
+      s.created_at,
+    ]),
+  );
+}
+
+export async function removeSnapshot(id: string, output: OutputMode): Promise<string> {
+  await (await client()).call('DELETE', snapPath(id));
+  return output === 'json' ? `${JSON.stringify({ deleted: id })}\n` : `deleted ${id}\n`;
+}
+
+/** `orch snapshot restore <id>`: a new environment from the snapshot, followed until it runs. */
+export async function restoreSnapshot(
+  id: string,
+  opts: { taskId?: string; detach?: boolean },
+  output: OutputMode,
+): Promise<string> {
+  const api = await client();
+  const env = await api.call<Environment>(
+    'POST',
+    `${snapPath(id)}/restore`,
+    opts.taskId ? { task_id: opts.taskId } : {},
+  );
+  return follow(api, env, opts.detach ?? false, output);
+}
