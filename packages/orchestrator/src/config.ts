@@ -200,7 +200,11 @@ const Schema = z.object({
   hostHealthIntervalS: z.coerce.number().int().min(1).max(3600),
   reconcileIntervalS: z.coerce.number().int().min(1).max(3600),
   agentTimeoutS: z.coerce.number().int().min(1).max(3600),
-  createTimeoutS: z.coerce.number().int().min(5).max(24 * 3600),
+  createTimeoutS: z.coerce
+    .number()
+    .int()
+    .min(5)
+    .max(24 * 3600),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
 

@@ -1,14 +1,35 @@
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AgentInfo } from '@orch/protocol';
+import {
+  type AgentInfo,
+  type AgentVm,
+  CreateSnapshotRequest,
+  CreateVmRequest,
+  ExecRequest,
+} from '@orch/protocol';
+import { WebSocketServer } from 'ws';
 
 /**
- * A test double of a host agent that speaks the agent protocol's info endpoint (bearer token
- * required). Counts every request it receives, so tests can prove that nothing was dialled.
+ * A test double of a host agent that speaks the agent protocol (bearer token required): info, VMs,
+ * exec, console (an echo that upper-cases), snapshots. VMs "boot" after `bootMs`. Exec does not run
+ * anything: it answers `argv.join(' ')` on stdout, exit status 1 for `false`, and times out for
+ * `sleep`. Counts every request, so tests can prove that nothing was dialled.
  */
 export class FakeAgent {
   requests = 0;
   /** When set, every request is answered with a redirect to this URL. */
   redirectTo: string | undefined;
+  /** When true, `POST /v1/vms` never answers (an agent that hangs mid-create). */
+  hangCreate = false;
+  /** When false, a live snapshot request is served as a disk snapshot (and says so). */
+  supportsLive = true;
+  bootMs = 50;
+  readonly vms = new Map<string, AgentVm>();
+  /** The create requests received, secrets included, for assertions. */
+  readonly created: CreateVmRequest[] = [];
+  readonly snapshots = new Set<string>();
+  private nextPort = 40_000;
+
   private constructor(
     private readonly server: Server,
     readonly url: string,
@@ -18,7 +39,18 @@ export class FakeAgent {
 
   static async start(token: string, info: Partial<AgentInfo> = {}): Promise<FakeAgent> {
     let agent!: FakeAgent;
-    const server = createServer((req, res) => agent.handle(req, res));
+    const server = createServer((req, res) => void agent.handle(req, res));
+    const wss = new WebSocketServer({ noServer: true });
+    server.on('upgrade', (req, socket, head) => {
+      agent.requests++;
+      if (req.headers.authorization !== `Bearer ${agent.token}`) {
+        socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n');
+        return;
+      }
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        ws.on('message', (data: Buffer) => ws.send(Buffer.from(data.toString('utf8').toUpperCase())));
+      });
+    });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const { port } = server.address() as { port: number };
     agent = new FakeAgent(server, `http://127.0.0.1:${port}`, token, {
@@ -36,17 +68,96 @@ export class FakeAgent {
     return agent;
   }
 
-  private handle(req: IncomingMessage, res: ServerResponse): void {
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.requests++;
-    if (this.redirectTo) {
-      res.writeHead(302, { location: this.redirectTo }).end();
-    } else if (req.headers.authorization !== `Bearer ${this.token}`) {
-      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
-    } else if (req.url === '/v1/info') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.info));
-    } else {
-      res.writeHead(404).end();
+    const send = (status: number, body?: unknown) => {
+      res
+        .writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' })
+        .end(body === undefined ? undefined : JSON.stringify(body));
+    };
+    if (this.redirectTo) return void res.writeHead(302, { location: this.redirectTo }).end();
+    if (req.headers.authorization !== `Bearer ${this.token}`)
+      return send(401, { error: { code: 'unauthorized', message: 'bad token' } });
+    const url = new URL(req.url ?? '/', 'http://x');
+    const body = await new Promise<string>((r) => {
+      let b = '';
+      req.on('data', (d) => (b += d));
+      req.on('end', () => r(b));
+    });
+    const parts = url.pathname.split('/').filter(Boolean); // v1, vms, id, action
+    if (req.method === 'GET' && url.pathname === '/v1/info') return send(200, this.info);
+    if (parts[1] === 'vms' && parts.length === 2) {
+      if (req.method === 'GET') return send(200, { vms: [...this.vms.values()] });
+      if (this.hangCreate) return; // never answers
+      const create = CreateVmRequest.parse(JSON.parse(body));
+      this.created.push(create);
+      const vm: AgentVm = {
+        id: create.id,
+        state: 'creating',
+        spec: create.spec,
+        ports: create.expose.map((e) => ({ port: e.port, as: e.as, host_port: this.nextPort++ })),
+        host_address: '127.0.0.1',
+        accelerator: 'tcg',
+        created_at: new Date().toISOString(),
+        started_at: null,
+        expires_at: null,
+        error: null,
+        restored_from: create.restore_snapshot_id ?? null,
+      };
+      this.vms.set(vm.id, vm);
+      setTimeout(() => {
+        const now = Date.now();
+        Object.assign(vm, {
+          state: 'running',
+          started_at: new Date(now).toISOString(),
+          expires_at: new Date(now + vm.spec.max_runtime_seconds * 1000).toISOString(),
+        });
+      }, this.bootMs);
+      return send(202, vm);
     }
+    const vm = parts[1] === 'vms' ? this.vms.get(decodeURIComponent(parts[2] ?? '')) : undefined;
+    if (parts[1] === 'vms' && parts.length === 3) {
+      if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      if (req.method === 'GET') return send(200, vm);
+      if (req.method === 'DELETE') {
+        this.vms.delete(vm.id);
+        return send(204);
+      }
+    }
+    if (parts[1] === 'vms' && parts[3] === 'exec' && req.method === 'POST') {
+      if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      const exec = ExecRequest.parse(JSON.parse(body));
+      const timedOut = exec.argv[0] === 'sleep';
+      return send(200, {
+        exit_code: timedOut ? null : exec.argv[0] === 'false' ? 1 : 0,
+        stdout_base64: Buffer.from(timedOut ? '' : `${exec.argv.join(' ')}\n`).toString('base64'),
+        stderr_base64: Buffer.from(exec.argv[0] === 'false' ? 'failed\n' : '').toString('base64'),
+        timed_out: timedOut,
+        truncated: false,
+        duration_ms: 1,
+      });
+    }
+    if (parts[1] === 'vms' && parts[3] === 'snapshots' && req.method === 'POST') {
+      if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      const snap = CreateSnapshotRequest.parse(JSON.parse(body));
+      this.snapshots.add(snap.snapshot_id);
+      return send(201, {
+        snapshot_id: snap.snapshot_id,
+        vm_id: vm.id,
+        kind: snap.live && this.supportsLive ? 'live' : 'disk',
+        size_bytes: 4096,
+        digest: createHash('sha256').update(snap.snapshot_id).digest('hex'),
+        arch: 'amd64',
+        created_at: new Date().toISOString(),
+      });
+    }
+    if (parts[1] === 'snapshots' && parts.length === 3 && req.method === 'DELETE') {
+      const id = decodeURIComponent(parts[2]!);
+      if (!this.snapshots.delete(id))
+        return send(404, { error: { code: 'not_found', message: 'no such snapshot' } });
+      return send(204);
+    }
+    send(404, { error: { code: 'route_not_found', message: `no route ${req.method} ${url.pathname}` } });
   }
 
   async close(): Promise<void> {

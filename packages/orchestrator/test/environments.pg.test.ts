@@ -1,0 +1,436 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Environment, Snapshot } from '@orch/protocol';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { WebSocket } from 'ws';
+import { FakeAgent } from './fake-agent.js';
+import { OrchdProcess, tempDataDir } from './orchd-process.js';
+import { PgServer } from './pg-server.js';
+import { orchCli } from './run-cli.js';
+
+if (!PgServer.available() && process.env.CI === 'true')
+  throw new Error('PostgreSQL is required for this suite under CI');
+
+const MASTER = `master-${randomBytes(8).toString('hex')}`;
+const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
+
+/**
+ * Environments and snapshots end to end: `orch` → `orchd` → a test agent that speaks the agent
+ * protocol (the QEMU agent has its own VM tests), on both stores.
+ */
+describe.each(['embedded', 'server'] as const)('environments on the %s store', (store) => {
+  const skip = store === 'server' && !PgServer.available();
+  let pg: PgServer | undefined;
+  let data: ReturnType<typeof tempDataDir> | undefined;
+  let env: Record<string, string>;
+  let orchd: OrchdProcess;
+  let agent: FakeAgent;
+  const config = mkdtempSync(join(tmpdir(), 'orch-env-cli-'));
+  const orch = (...args: string[]) => orchCli(config, ...args);
+  const as = { token: MASTER };
+  const getEnv = async (id: string) =>
+    (await orchd.request('GET', `/v1/environments/${id}`, as)).body as Environment;
+
+  beforeAll(async () => {
+    if (skip) return;
+    if (store === 'server') {
+      pg = await PgServer.create();
+      env = {
+        DATABASE_URL: pg.createDatabase('envs'),
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      };
+    } else {
+      data = tempDataDir();
+      env = { ORCH_DATA_DIR: data.dir };
+    }
+    env = { ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL: '1', ORCH_AGENT_TIMEOUT: '3' };
+    orchd = await OrchdProcess.start(env);
+    agent = await FakeAgent.start(AGENT_TOKEN);
+    const reg = await orchd.request('POST', '/v1/hosts', {
+      ...as,
+      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
+    });
+    expect(reg.status).toBe(201);
+    expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
+  });
+
+  afterAll(async () => {
+    await orchd?.stop();
+    await agent?.close();
+    await pg?.destroy();
+    data?.cleanup();
+    rmSync(config, { recursive: true, force: true });
+  });
+
+  describe.skipIf(skip)('the whole path', () => {
+    test('up, exec, disk and live snapshots, restore each, delete everything', async () => {
+      // up: secrets named by the definition are required and posted; nothing else.
+      const up = await orch(
+        '-o',
+        'json',
+        'up',
+        'examples/services-secrets',
+        '--secret',
+        'db_pw=pw1',
+        '--secret',
+        'stripe_key=sk',
+        '--secret',
+        'extra=x',
+      );
+      expect(up.stderr).toContain('ignoring secret extra');
+      expect(up.code).toBe(0);
+      const created = JSON.parse(up.stdout) as Environment;
+      expect(created).toMatchObject({
+        state: 'running',
+        host_id: 'h1',
+        task_id: 'services-secrets',
+        secret_names: ['db_pw', 'stripe_key'],
+      });
+      expect(created.ports).toEqual([
+        {
+          port: 8080,
+          as: 'api',
+          host: '127.0.0.1',
+          host_port: expect.any(Number),
+          url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+        },
+      ]);
+      const sent = agent.created.find((c) => c.id === created.id)!;
+      expect(Object.keys(sent.secrets).sort()).toEqual(['ORCH_VM_SECRET', 'db_pw', 'stripe_key']);
+      expect(sent.secrets.db_pw).toBe('pw1');
+      expect(sent.spec).toEqual({
+        cpus: 2,
+        ram_mb: 4096,
+        storage_gb: 10,
+        max_runtime_seconds: 7200,
+        image: 'debian-12',
+      });
+      expect(JSON.stringify(await getEnv(created.id))).not.toContain('pw1');
+
+      // exec: output and the remote exit status.
+      const ok = await orch('exec', created.id, '--', 'echo', 'hello');
+      expect(ok).toEqual({ code: 0, stdout: 'echo hello\n', stderr: '' });
+      const failed = await orch('exec', created.id, '--', 'false');
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toBe('failed\n');
+      const slow = await orch('exec', created.id, '--timeout', '1', '--', 'sleep', '100');
+      expect(slow.code).toBe(124);
+
+      // Snapshots: disk and live; odd mode and export status are kept verbatim.
+      const disk = JSON.parse(
+        (
+          await orch(
+            '-o',
+            'json',
+            'snapshot',
+            'create',
+            created.id,
+            '--mode',
+            'Weird-Mode',
+            '--export-to',
+            's3://b/k',
+            '--export-status',
+            'queued?',
+          )
+        ).stdout,
+      ) as Snapshot;
+      expect(disk).toMatchObject({
+        vm_id: created.id,
+        task_id: 'services-secrets',
+        kind: 'disk',
+        state: 'ready',
+        mode: 'Weird-Mode',
+        arch: 'amd64',
+        size_bytes: 4096,
+      });
+      expect(disk.digest).toMatch(/^[0-9a-f]{64}$/);
+      expect(disk.exports).toEqual([
+        {
+          destination: 's3://b/k',
+          status: 'queued?',
+          requested_at: expect.any(String),
+          updated_at: expect.any(String),
+        },
+      ]);
+      const live = JSON.parse(
+        (await orch('-o', 'json', 'snapshot', 'create', created.id, '--live')).stdout,
+      ) as Snapshot;
+      expect(live).toMatchObject({ kind: 'live', state: 'ready', mode: 'manual' });
+
+      // Restore each: a new environment on the same host, started from the snapshot.
+      for (const snap of [disk, live]) {
+        const restored = JSON.parse(
+          (await orch('-o', 'json', 'snapshot', 'restore', snap.id)).stdout,
+        ) as Environment;
+        expect(restored).toMatchObject({
+          state: 'running',
+          host_id: 'h1',
+          restored_from_snapshot_id: snap.id,
+          task_id: 'services-secrets',
+        });
+        expect(agent.created.find((c) => c.id === restored.id)).toMatchObject({
+          restore_snapshot_id: snap.id,
+          secrets: { db_pw: 'pw1' },
+        });
+        expect((await orch('env', 'rm', restored.id)).code).toBe(0);
+      }
+
+      const listed = await orch('snapshot', 'list', '--env', created.id);
+      expect(listed.stdout.split('\n').filter((l) => l.startsWith('snap_'))).toHaveLength(2);
+      expect((await orch('env', 'list')).stdout).toContain(created.id);
+
+      // Delete everything: snapshots gone from orchd and the agent, VM gone, capacity free.
+      for (const snap of [disk, live])
+        expect((await orch('snapshot', 'rm', snap.id)).stdout).toBe(`deleted ${snap.id}\n`);
+      expect(agent.snapshots.size).toBe(0);
+      const rm = JSON.parse((await orch('-o', 'json', 'env', 'rm', created.id)).stdout) as Environment;
+      expect(rm.state).toBe('stopped');
+      expect(agent.vms.has(created.id)).toBe(false);
+      const again = await orchd.request('DELETE', `/v1/environments/${created.id}`, as);
+      expect((again.body as Environment).state).toBe('stopped');
+    });
+  });
+
+  describe.skipIf(skip)('snapshot reads conform to the spec', () => {
+    test('an unknown id is 404 not_found', async () => {
+      const r = await orchd.request('GET', '/v1/snapshots/snap_nope', as);
+      expect(r.status).toBe(404);
+      expect(r.body).toEqual({
+        error: { code: 'not_found', message: 'snapshot "snap_nope" not found', details: { id: 'snap_nope' } },
+      });
+    });
+
+    test('a live request served by an agent that can only take disks reads back kind disk; optional fields are omitted', async () => {
+      const e = await createEnv();
+      agent.supportsLive = false;
+      try {
+        const r = await orchd.request('POST', `/v1/environments/${e.id}/snapshots`, {
+          ...as,
+          body: { live: true, mode: '', export_destination: 'file:///x', export_status: '' },
+        });
+        expect(r.status).toBe(201);
+        const s = r.body as Snapshot;
+        expect(s.kind).toBe('disk');
+        expect(s.mode).toBe('manual');
+        expect(s.exports?.[0]?.status).toBe('pending');
+        expect(Object.keys(s).sort()).toEqual(
+          [
+            'arch',
+            'created_at',
+            'digest',
+            'exports',
+            'id',
+            'kind',
+            'mode',
+            'retention_until',
+            'size_bytes',
+            'state',
+            'task_id',
+            'updated_at',
+            'vm_id',
+          ].sort(),
+        );
+        expect(s.retention_until).toBeNull();
+        const read = (await orchd.request('GET', `/v1/snapshots/${s.id}`, as)).body;
+        expect(read).toEqual(s);
+      } finally {
+        agent.supportsLive = true;
+        await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+      }
+    });
+
+    test('snapshots past retention_until are garbage-collected', async () => {
+      const e = await createEnv();
+      const r = await orchd.request('POST', `/v1/environments/${e.id}/snapshots`, {
+        ...as,
+        body: { retention_until: new Date(Date.now() + 1500).toISOString() },
+      });
+      const id = (r.body as Snapshot).id;
+      expect(agent.snapshots.has(id)).toBe(true);
+      await expect
+        .poll(async () => (await orchd.request('GET', `/v1/snapshots/${id}`, as)).status, { timeout: 15_000 })
+        .toBe(404);
+      expect(agent.snapshots.has(id)).toBe(false);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test.runIf(store === 'server')(
+      'a store failure on GET /v1/snapshots/{id} is 404, never 500',
+      async () => {
+        await pg!.stop();
+        try {
+          const r = await orchd.request('GET', '/v1/snapshots/snap_any', as);
+          expect(r.status).toBe(404);
+          expect(r.body).toMatchObject({ error: { code: 'not_found' } });
+        } finally {
+          await pg!.start();
+        }
+        await expect
+          .poll(async () => (await orchd.request('GET', '/v1/environments', as)).status, { timeout: 30_000 })
+          .toBe(200);
+      },
+    );
+  });
+
+  describe.skipIf(skip)('placement, failures and reconciliation', () => {
+    test('what no host could ever run is invalid_argument; a full or cordoned fleet is unavailable', async () => {
+      const big = await orchd.request('POST', '/v1/environments', { ...as, body: request({ cpus: 64 }) });
+      expect(big.status).toBe(400);
+      expect(big.body).toMatchObject({
+        error: { code: 'invalid_argument', message: expect.stringContaining('64 cpus') },
+      });
+      await orchd.request('POST', '/v1/hosts/h1?action=cordon', as);
+      try {
+        const busy = await orchd.request('POST', '/v1/environments', { ...as, body: request() });
+        expect(busy.status).toBe(503);
+        expect(busy.body).toMatchObject({
+          error: { code: 'unavailable', message: expect.stringContaining('h1: cordoned') },
+        });
+      } finally {
+        await orchd.request('POST', '/v1/hosts/h1?action=uncordon', as);
+      }
+    });
+
+    test('a missing secret value is refused before anything is placed', async () => {
+      const body = {
+        ...request(),
+        manifest_inline: Buffer.from(
+          JSON.stringify({
+            version: '1',
+            machine: { workspace: '/w' },
+            services: { db: { image: 'pg', ports: [], env: { P: { secret: 'pw' } } } },
+          }),
+        ).toString('base64'),
+      };
+      const r = await orchd.request('POST', '/v1/environments', { ...as, body });
+      expect(r.body).toMatchObject({
+        error: {
+          code: 'invalid_argument',
+          message: "secrets missing for the manifest's secret references: pw",
+        },
+      });
+    });
+
+    test('the compiled body is validated: unknown fields and bad values name the field', async () => {
+      const r = await orchd.request('POST', '/v1/environments', {
+        ...as,
+        body: { ...request(), colour: 'blue' },
+      });
+      expect(r.body).toMatchObject({
+        error: { code: 'invalid_argument', message: expect.stringContaining('colour') },
+      });
+      const r2 = await orchd.request('POST', '/v1/environments', { ...as, body: request({ cpus: 0 }) });
+      expect(r2.body).toMatchObject({
+        error: { code: 'invalid_argument', message: expect.stringMatching(/^spec\.cpus: Too small/) },
+      });
+    });
+
+    test('an agent whose stored token is wrong surfaces as http 401 and the environment is error', async () => {
+      agent.token = 'rotated';
+      try {
+        const r = await orchd.request('POST', '/v1/environments', { ...as, body: request() });
+        expect(r.status).toBe(503);
+        expect(r.body).toMatchObject({
+          error: { code: 'unavailable', message: expect.stringContaining('http 401') },
+        });
+        const errored = (
+          (await orchd.request('GET', '/v1/environments?state=error', as)).body as {
+            environments: Environment[];
+          }
+        ).environments;
+        expect(errored[0]?.last_error).toContain('http 401');
+      } finally {
+        agent.token = AGENT_TOKEN;
+      }
+    });
+
+    test('an agent that hangs mid-create leaves the environment in error with its capacity released', async () => {
+      agent.hangCreate = true;
+      try {
+        const r = await orchd.request('POST', '/v1/environments', { ...as, body: request({ cpus: 8 }) });
+        expect(r.status).toBe(503);
+        expect(r.body).toMatchObject({
+          error: { code: 'unavailable', message: expect.stringContaining('no answer within 3000 ms') },
+        });
+      } finally {
+        agent.hangCreate = false;
+      }
+      // All 8 cpus are free again: a second 8-cpu environment fits.
+      const e = await createEnv({ cpus: 8 });
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test('max_runtime_seconds stops the environment', async () => {
+      const e = await createEnv({ max_runtime_seconds: 1 });
+      await expect.poll(async () => (await getEnv(e.id)).state, { timeout: 15_000 }).toBe('stopped');
+      expect((await getEnv(e.id)).last_error).toBe('max_runtime_seconds ran out');
+      expect(agent.vms.has(e.id)).toBe(false);
+    });
+
+    test('a host with running environments cannot be removed', async () => {
+      const e = await createEnv();
+      const r = await orchd.request('DELETE', '/v1/hosts/h1', as);
+      expect(r.status).toBe(409);
+      expect(r.body).toMatchObject({ error: { code: 'conflict' } });
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test('after an orchd restart, records and agents are reconciled: a vanished VM is error, an orphan is deleted', async () => {
+      const kept = await createEnv();
+      const vanishing = await createEnv();
+      expect(await orchd.stop()).toBe(0);
+      agent.vms.delete(vanishing.id);
+      const orphan = { ...agent.vms.get(kept.id)!, id: 'env_orphan' };
+      agent.vms.set(orphan.id, orphan);
+      orchd = await OrchdProcess.start(env);
+      await expect.poll(async () => (await getEnv(vanishing.id)).state, { timeout: 15_000 }).toBe('error');
+      expect((await getEnv(vanishing.id)).last_error).toBe('the VM is gone from its host');
+      await expect.poll(() => agent.vms.has('env_orphan'), { timeout: 15_000 }).toBe(false);
+      expect((await getEnv(kept.id)).state).toBe('running');
+      await orchd.request('DELETE', `/v1/environments/${kept.id}`, as);
+    });
+  });
+
+  describe.skipIf(skip)('attach', () => {
+    test('the console is proxied over WebSocket to the agent (master only)', async () => {
+      const e = await createEnv();
+      const url = `${orchd.url.replace('http', 'ws')}/v1/environments/${e.id}/attach`;
+      const ws = new WebSocket(url, { headers: { authorization: `Bearer ${MASTER}` } });
+      await new Promise((r, j) => ws.once('open', r).once('error', j));
+      const answer = new Promise<string>((r) => ws.once('message', (d: Buffer) => r(d.toString())));
+      ws.send(Buffer.from('ls -l\n'));
+      expect(await answer).toBe('LS -L\n');
+      ws.close();
+      const refused = await new Promise<number>((r) => {
+        const bad = new WebSocket(url, { headers: { authorization: 'Bearer nope' } });
+        bad.once('unexpected-response', (_q, res) => r(res.statusCode ?? 0));
+        bad.once('error', () => undefined);
+      });
+      expect(refused).toBe(401);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+  });
+
+  function request(spec: Partial<Environment['spec']> = {}) {
+    return {
+      task_id: 't1',
+      spec: { cpus: 1, ram_mb: 512, storage_gb: 1, max_runtime_seconds: 3600, ...spec },
+      manifest_inline: Buffer.from(
+        '{"version":"1","machine":{"workspace":"/workspace"},"services":{}}',
+      ).toString('base64'),
+      secrets: {},
+      startup_script: '#!/bin/sh\nset -eu\ncd /workspace\n',
+      expose: [],
+    };
+  }
+
+  async function createEnv(spec: Partial<Environment['spec']> = {}): Promise<Environment> {
+    const r = await orchd.request('POST', '/v1/environments', { ...as, body: request(spec) });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const id = (r.body as Environment).id;
+    await expect.poll(async () => (await getEnv(id)).state, { timeout: 15_000 }).toBe('running');
+    return getEnv(id);
+  }
+});
