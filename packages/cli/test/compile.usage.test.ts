@@ -148,7 +148,9 @@ describe('help lists every flag, one line each', () => {
       '--format <format>',
       '--only <part>',
       '--from-build <snapshot-id>',
-      ...(command === 'up' ? ['--dry-run', '--secret <NAME=VALUE...>', '--secrets-file <file>', '--detach'] : []),
+      ...(command === 'up'
+        ? ['--dry-run', '--secret <NAME=VALUE...>', '--secrets-file <file>', '--detach']
+        : []),
       '-h, --help',
       '-o, --output <mode>',
     ]);

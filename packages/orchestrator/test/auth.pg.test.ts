@@ -42,7 +42,10 @@ const ROUTES: readonly { method: string; path: string; body?: unknown; master: b
   { method: 'POST', path: '/v1/hosts/missing?action=cordon', master: true },
   { method: 'POST', path: '/v1/hosts/missing?action=uncordon', master: true },
   { method: 'DELETE', path: '/v1/hosts/missing', master: true },
+  { method: 'POST', path: '/v1/environments/missing?action=exec', body: { argv: ['true'] }, master: true },
   { method: 'GET', path: '/v1/hosts', master: false },
+  { method: 'GET', path: '/v1/environments', master: false },
+  { method: 'GET', path: '/v1/snapshots/missing', master: false },
   { method: 'GET', path: '/v1/hosts/missing', master: false },
 ];
 
@@ -159,6 +162,22 @@ describe.skipIf(skip)(
             expect(res.headers.get('www-authenticate'), where).toMatch(/^Bearer realm="orchd"/);
         }
       }
+    });
+
+    test('attach (a WebSocket upgrade) is master-only too: 401 without credentials, 403 for an API key', async () => {
+      const { WebSocket } = await import('ws');
+      const status = (o: OrchdProcess, token?: string) =>
+        new Promise<number>((resolve) => {
+          const ws = new WebSocket(`${o.url.replace('http', 'ws')}/v1/environments/missing/attach`, {
+            headers: token ? { authorization: `Bearer ${token}` } : {},
+          });
+          ws.once('unexpected-response', (_q, res) => resolve(res.statusCode ?? 0));
+          ws.once('error', () => undefined);
+        });
+      const o = orchd['master+keys'];
+      expect(await status(o)).toBe(401);
+      expect(await status(o, creds['master+keys']['api key'].token)).toBe(403);
+      expect(await status(o, MASTER)).toBe(404);
     });
 
     test('revoking a key takes effect on the next request on every orchd sharing the database', async () => {

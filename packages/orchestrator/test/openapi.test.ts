@@ -49,6 +49,16 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/api-keys',
       'DELETE /v1/api-keys/{id}',
       'GET /v1/openapi.json',
+      'POST /v1/environments',
+      'GET /v1/environments',
+      'GET /v1/environments/{id}',
+      'DELETE /v1/environments/{id}',
+      'POST /v1/environments/{id}',
+      'POST /v1/environments/{id}/snapshots',
+      'GET /v1/snapshots',
+      'GET /v1/snapshots/{snapshotId}',
+      'DELETE /v1/snapshots/{snapshotId}',
+      'POST /v1/snapshots/{snapshotId}/restore',
     ].sort(),
   );
   const register = doc.paths['/v1/hosts']!.post!;
