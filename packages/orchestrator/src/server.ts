@@ -16,6 +16,7 @@ import { CidrAllowlist } from './auth/cidr-allowlist.js';
 import { SessionSigner } from './auth/session-cookie.js';
 import type { Config } from './config.js';
 import { TokenBox } from './crypto/token-box.js';
+import { mountDashboard } from './dashboard/serve.js';
 import { Agents } from './environments/agents.js';
 import { ConsoleProxy } from './environments/console-proxy.js';
 import { EnvironmentService } from './environments/environment-service.js';
@@ -66,7 +67,6 @@ export class Orchestrator {
     const agents = new Agents(hostsRepo, hosts, config.agentTimeoutS * 1000);
     const envs = new EnvironmentService(
       envRepo,
-      hostsRepo,
       hosts,
       agents,
       box,
@@ -95,7 +95,9 @@ export class Orchestrator {
     });
     routes.push(openapi);
     const document = openApiDocument(routes);
-    const app = buildApp({ auth, allowlist, logger }, routes);
+    const app = buildApp({ auth, allowlist, logger }, routes, (a) =>
+      mountDashboard(a, auth, apiKeys !== undefined, new URL('./dashboard/', import.meta.url)),
+    );
 
     this.monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalS * 1000, logger);
     this.monitor.run();

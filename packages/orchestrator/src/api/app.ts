@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
+import { crossSiteRefusal } from '../auth/same-origin.js';
 import { isStoreUnavailable } from '../store/unavailable.js';
 import { ApiError } from './errors.js';
 import type { AnyRoute } from './route.js';
@@ -25,7 +26,7 @@ export interface AppDeps {
  * input validation with the route's zod schemas, and the single place where errors become the
  * `{ error: { code, message, details? } }` envelope.
  */
-export function buildApp(deps: AppDeps, routes: readonly AnyRoute[]): Hono {
+export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (app: Hono) => void): Hono {
   const app = new Hono();
 
   app.use('*', async (c, next) => {
@@ -54,6 +55,17 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[]): Hono {
     }),
   );
 
+  app.use('*', async (c, next) => {
+    const refusal = crossSiteRefusal({
+      method: c.req.method,
+      url: c.req.url,
+      header: (name) => c.req.header(name),
+      hasSessionCookie: getCookie(c, SESSION_COOKIE) !== undefined,
+    });
+    if (refusal) throw new ApiError('unauthorized', refusal, undefined, 403);
+    await next();
+  });
+
   for (const r of routes) {
     app.on(r.method, r.path.replace(/\{(\w+)\}/g, ':$1'), async (c) => {
       let principal: Principal | undefined;
@@ -72,6 +84,8 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[]): Hono {
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
     });
   }
+
+  extend?.(app);
 
   app.notFound((c) => {
     const err = new ApiError(

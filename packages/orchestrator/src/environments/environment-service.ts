@@ -13,7 +13,6 @@ import { randomId } from '../crypto/secrets.js';
 import type { TokenBox } from '../crypto/token-box.js';
 import type { HostService } from '../hosts/host-service.js';
 import { type EnvironmentRow, type EnvironmentsRepo, toEnvironment } from '../store/environments-repo.js';
-import type { HostsRepo } from '../store/hosts-repo.js';
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
 import { type Agents, agentApiError } from './agents.js';
@@ -41,7 +40,6 @@ export class EnvironmentService {
 
   constructor(
     private readonly repo: EnvironmentsRepo,
-    private readonly hostsRepo: HostsRepo,
     private readonly hosts: HostService,
     readonly agents: Agents,
     private readonly box: TokenBox,

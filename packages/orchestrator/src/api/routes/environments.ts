@@ -40,7 +40,7 @@ export function environmentRoutes(
       success: { status: 201, schema: Environment, description: 'Placed and being created (state creating)' },
       handler: async ({ body }) => {
         const seed = body.seed_snapshot_id ? await snapshotsRepo.get(body.seed_snapshot_id) : undefined;
-        if (body.seed_snapshot_id && (!seed || seed.state !== 'ready')) {
+        if (body.seed_snapshot_id && seed?.state !== 'ready') {
           throw ApiError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
             field: 'seed_snapshot_id',
           });

@@ -1,0 +1,203 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import type { Environment, Host } from '@orch/protocol';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { FakeAgent } from './fake-agent.js';
+import { OrchdProcess, tempDataDir } from './orchd-process.js';
+import { REPO_ROOT } from './run-cli.js';
+
+/**
+ * The dashboard in real Chromium (Debian's, driven by playwright-core): the operator's path from
+ * login to logout, against a real orchd and a test agent. Screenshots of each page are written to
+ * test-artifacts/dashboard/.
+ */
+const CHROMIUM = '/usr/bin/chromium';
+if (!existsSync(CHROMIUM) && process.env.CI === 'true')
+  throw new Error('Chromium is required for the browser tests under CI');
+const ARTIFACTS = join(REPO_ROOT, 'test-artifacts', 'dashboard');
+const MASTER = 'dashboard-master-token';
+const AGENT_TOKEN = 'dashboard-agent-token';
+
+describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
+  const data = tempDataDir();
+  let orchd: OrchdProcess;
+  let agent: FakeAgent;
+  let browser: Browser;
+  let page: Page;
+  let evil: Server;
+
+  const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    orchd = await OrchdProcess.start({
+      ORCH_DATA_DIR: data.dir,
+      ORCH_AUTH_TOKEN: MASTER,
+      ORCH_RECONCILE_INTERVAL: '1',
+    });
+    agent = await FakeAgent.start(AGENT_TOKEN);
+    const reg = await orchd.request('POST', '/v1/hosts', {
+      token: MASTER,
+      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
+    });
+    expect(reg.status).toBe(201);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--no-first-run',
+      ],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await orchd?.stop();
+    await agent?.close();
+    evil?.close();
+    data.cleanup();
+  });
+
+  test('an unauthenticated visit lands on the login page; a wrong token shows the error', async () => {
+    await page.goto(orchd.url);
+    await page.waitForURL(`${orchd.url}/login`);
+    await page.fill('input[name=token]', 'wrong');
+    await page.click('button[type=submit]');
+    await expect.poll(() => page.textContent('[role=alert]')).toBe('wrong token');
+    await shot('01-login-error');
+  });
+
+  test('logging in shows the registered host; cordon and uncordon it', async () => {
+    await page.fill('input[name=token]', MASTER);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${orchd.url}/`);
+    await page.goto(`${orchd.url}/#/hosts`);
+    const row = page.locator('tr[data-host=h1]');
+    await expect.poll(() => row.textContent()).toContain('healthy');
+    await shot('02-hosts');
+    await row.getByRole('button', { name: 'Cordon' }).click();
+    await expect.poll(() => row.textContent()).toContain('cordoned');
+    expect(((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).body as Host).state).toBe(
+      'cordoned',
+    );
+    await row.getByRole('button', { name: 'Uncordon' }).click();
+    await expect.poll(() => row.textContent()).toContain('active');
+    expect(((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).body as Host).state).toBe(
+      'active',
+    );
+  });
+
+  test('a new environment from a definition, with the compile preview; exec echo hi; take a snapshot', async () => {
+    await page.goto(`${orchd.url}/#/new`);
+    await page.fill(
+      'textarea[name=definition]',
+      'version: 1\nimage: debian-12\nresources:\n  cpus: 1\n  memory: 512MiB\nrun:\n  - echo ready\n',
+    );
+    await expect.poll(() => page.textContent('[data-preview]')).toContain('startup script');
+    await page.fill('textarea[name=definition]', 'version: 2\n');
+    await expect
+      .poll(() => page.textContent('[data-preview]'))
+      .toBe('orch.yaml:1:10: version 2 is not supported: the only version is 1');
+    await page.fill(
+      'textarea[name=definition]',
+      'version: 1\nimage: debian-12\nresources:\n  cpus: 1\n  memory: 512MiB\nrun:\n  - echo ready\n',
+    );
+    await shot('03-new-environment');
+    await page.getByRole('button', { name: 'Create environment' }).click();
+    await page.waitForURL(/#\/environments$/);
+    const row = page.locator('tr[data-env]').first();
+    await expect.poll(() => row.textContent(), { timeout: 15_000 }).toContain('running');
+    await shot('04-environments');
+
+    await row.getByRole('button', { name: 'Exec' }).click();
+    await page.fill('input[name=command]', 'echo hi');
+    await page.getByRole('button', { name: 'Run' }).click();
+    // The test agent answers an exec with its argv: ["sh", "-c", "echo hi"].
+    await expect.poll(() => page.textContent('[data-output]')).toContain('echo hi');
+    await expect.poll(() => page.textContent('[data-output]')).toContain('[exit 0]');
+    await shot('05-exec');
+
+    // The console: a terminal widget over the attach WebSocket (the test agent echoes in upper case).
+    await row.getByRole('button', { name: 'Console' }).click();
+    await page.locator('.xterm').click();
+    await page.keyboard.type('hello console');
+    await expect.poll(() => page.textContent('.xterm-rows')).toContain('HELLO CONSOLE');
+    await shot('05b-console');
+    await page.getByRole('button', { name: 'Close' }).click();
+
+    await row.getByRole('button', { name: 'Snapshot', exact: true }).click();
+    await expect.poll(() => page.textContent('.toast')).toMatch(/^Snapshot snap_\S+ \(disk\) is ready$/);
+    await page.goto(`${orchd.url}/#/snapshots`);
+    await expect.poll(() => page.locator('tr[data-snapshot]').count()).toBe(1);
+    await shot('06-snapshots');
+    const envs = (await orchd.request('GET', '/v1/environments', { token: MASTER })).body as {
+      environments: Environment[];
+    };
+    expect(envs.environments[0]).toMatchObject({ state: 'running', task_id: 'dashboard' });
+  });
+
+  test('a cross-site form post to a state-changing route is refused', async () => {
+    // A page on another origin (same site: another port on 127.0.0.1, so SameSite=Lax still sends the cookie).
+    evil = createServer((_req, res) => {
+      res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(
+          `<form id="f" method="POST" action="${orchd.url}/v1/hosts/h1?action=cordon"><input name="x" value="1"></form><script>document.getElementById('f').submit()</script>`,
+        );
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    const evilUrl = `http://127.0.0.1:${(evil.address() as { port: number }).port}/`;
+    const answer = page.waitForResponse((r) => r.url().includes('/v1/hosts/h1'));
+    await page.goto(evilUrl);
+    const res = await answer;
+    expect(res.status()).toBe(403);
+    expect(await res.json()).toMatchObject({
+      error: { code: 'unauthorized', message: expect.stringContaining('same-origin JSON') },
+    });
+    expect(((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).body as Host).state).toBe(
+      'active',
+    );
+  });
+
+  test('logging out sends the browser back to the login page', async () => {
+    await page.goto(`${orchd.url}/#/environments`);
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(`${orchd.url}/login`);
+    await page.goto(orchd.url);
+    await page.waitForURL(`${orchd.url}/login`);
+    await shot('07-logged-out');
+  });
+});
+
+describe.skipIf(!existsSync(CHROMIUM))(
+  'the dashboard without authentication, behind a CIDR allowlist',
+  () => {
+    test('opens directly and says that authentication is disabled', async () => {
+      const data = tempDataDir();
+      const orchd = await OrchdProcess.start({ ORCH_DATA_DIR: data.dir, ORCH_ALLOWED_CIDRS: '127.0.0.0/8' });
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+      });
+      try {
+        const page = await browser.newPage();
+        await page.goto(`${orchd.url}/#/hosts`);
+        await expect.poll(() => page.textContent('.banner')).toContain('Authentication is disabled');
+        await expect.poll(() => page.textContent('main')).toContain('No hosts yet');
+        expect(await page.locator('button', { hasText: 'Log out' }).count()).toBe(0);
+        await page.screenshot({ path: join(ARTIFACTS, '08-open-mode.png') });
+      } finally {
+        await browser.close();
+        await orchd.stop();
+        data.cleanup();
+      }
+    });
+  },
+);
