@@ -3,12 +3,8 @@
 // an agent that answers at once, side by side with the same create sent straight to that agent.
 //
 //   node bench/orchd-env-create.mjs [creates]     (default 200)
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { startOrchd } from './lib/orchd.mjs';
 
 const N = Number(process.argv[2] ?? 200);
 const TOKEN = 'bench-master';
@@ -64,23 +60,8 @@ const agent = createServer((req, res) => {
 await new Promise((r) => agent.listen(0, '127.0.0.1', r));
 const agentUrl = `http://127.0.0.1:${agent.address().port}`;
 
-const dataDir = mkdtempSync(join(tmpdir(), 'orchd-bench-'));
-const orchd = spawn(process.execPath, ['packages/orchestrator/bin/orchd.js'], {
-  env: {
-    PATH: process.env.PATH,
-    ORCH_PORT: '0',
-    ORCH_DATA_DIR: dataDir,
-    ORCH_AUTH_TOKEN: TOKEN,
-    ORCH_LOG_LEVEL: 'info',
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise((resolve) => {
-  createInterface({ input: orchd.stdout }).on('line', (l) => {
-    if (l.includes('"orchd listening"')) resolve(JSON.parse(l).port);
-  });
-});
-const base = `http://127.0.0.1:${port}`;
+const orchd = await startOrchd({ ORCH_AUTH_TOKEN: TOKEN });
+const base = orchd.url;
 const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const reg = await fetch(`${base}/v1/hosts`, {
   method: 'POST',
@@ -138,7 +119,5 @@ for (const p of [50, 99]) {
     `p${p}: through orchd ${o.toFixed(2)} ms, straight to the agent ${d.toFixed(2)} ms, orchd overhead ${(o - d).toFixed(2)} ms, ratio ${(o / d).toFixed(1)}x`,
   );
 }
-orchd.kill('SIGTERM');
-await new Promise((r) => orchd.once('exit', r));
+await orchd.stop();
 agent.close();
-rmSync(dataDir, { recursive: true, force: true });

@@ -3,13 +3,9 @@
 // autocannon (keep-alive, 20 connections). Needs `npm run build` (done by npm install / npm test).
 //
 //   node bench/orchd-host-read.mjs [seconds]     (default 10)
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
+import { startOrchd } from './lib/orchd.mjs';
 
 const seconds = Number(process.argv[2] ?? 10);
 const TOKEN = 'bench-master-token';
@@ -34,23 +30,8 @@ const agent = createServer((req, res) => {
 });
 await new Promise((r) => agent.listen(0, '127.0.0.1', r));
 
-const dataDir = mkdtempSync(join(tmpdir(), 'orchd-bench-'));
-const orchd = spawn(process.execPath, ['packages/orchestrator/bin/orchd.js'], {
-  env: {
-    PATH: process.env.PATH,
-    ORCH_PORT: '0',
-    ORCH_DATA_DIR: dataDir,
-    ORCH_AUTH_TOKEN: TOKEN,
-    ORCH_LOG_LEVEL: 'info',
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise((resolve) => {
-  createInterface({ input: orchd.stdout }).on('line', (l) => {
-    if (l.includes('"orchd listening"')) resolve(JSON.parse(l).port);
-  });
-});
-const base = `http://127.0.0.1:${port}`;
+const orchd = await startOrchd({ ORCH_AUTH_TOKEN: TOKEN });
+const base = orchd.url;
 const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const reg = await fetch(`${base}/v1/hosts`, {
   method: 'POST',
@@ -82,8 +63,6 @@ console.log(row('orchd (bearer, Postgres read)', orchdResult));
 console.log(row('bare node:http (same JSON)', bareResult));
 console.log(`orchd / bare = ${(orchdResult.requests.average / bareResult.requests.average).toFixed(3)}`);
 
-orchd.kill('SIGTERM');
-await new Promise((r) => orchd.once('exit', r));
+await orchd.stop();
 agent.close();
 bare.close();
-rmSync(dataDir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { AGENT_VM_PATHS, type AgentVm, AgentVmList, type EnvironmentState } from '@orch/protocol';
 import type { Logger } from 'pino';
+import { Periodic } from '../periodic.js';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -21,34 +21,26 @@ import type { SnapshotService } from './snapshot-service.js';
  * A host that cannot be reached is skipped; its environments keep their state until it answers.
  */
 export class Reconciler {
-  private readonly stopController = new AbortController();
-  private loop: Promise<void> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly envs: EnvironmentService,
     private readonly snapshots: SnapshotService,
     private readonly repo: EnvironmentsRepo,
     private readonly hostsRepo: HostsRepo,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly createTimeoutMs: number,
     private readonly logger: Logger,
-  ) {}
-
-  run(): void {
-    const signal = this.stopController.signal;
-    this.loop = (async () => {
-      while (!signal.aborted) {
-        await this.once().catch((err: unknown) =>
-          this.logger.warn({ err: (err as Error).message }, 'reconcile round failed'),
-        );
-        await sleep(this.intervalMs, undefined, { signal }).catch(() => undefined);
-      }
-    })();
+  ) {
+    this.periodic = new Periodic('reconcile', intervalMs, () => this.once(), logger);
   }
 
-  async stop(): Promise<void> {
-    this.stopController.abort();
-    await this.loop;
+  run(): void {
+    this.periodic.run();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** One round over every host. */

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { Periodic } from '../periodic.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import { AgentError, fetchAgentInfo } from './agent-client.js';
 import type { HostService } from './host-service.js';
@@ -10,31 +10,23 @@ import type { HostService } from './host-service.js';
  * the next round.
  */
 export class HealthMonitor {
-  private stopController = new AbortController();
-  private loop: Promise<void> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly repo: HostsRepo,
     private readonly hosts: HostService,
-    private readonly intervalMs: number,
-    private readonly logger: Logger,
-  ) {}
-
-  run(): void {
-    const signal = this.stopController.signal;
-    this.loop = (async () => {
-      while (!signal.aborted) {
-        await this.checkAll().catch((err: unknown) =>
-          this.logger.warn({ err: (err as Error).message }, 'health check round failed'),
-        );
-        await sleep(this.intervalMs, undefined, { signal }).catch(() => undefined);
-      }
-    })();
+    intervalMs: number,
+    logger: Logger,
+  ) {
+    this.periodic = new Periodic('health check', intervalMs, () => this.checkAll(), logger);
   }
 
-  async stop(): Promise<void> {
-    this.stopController.abort();
-    await this.loop;
+  run(): void {
+    this.periodic.run();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** One round over all hosts, in parallel. */
