@@ -96,7 +96,7 @@ export class EnvironmentService {
     try {
       const agent = await this.agents.forHost(row.host_id);
       const vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
-      await this.record(row.id, vm);
+      await this.record(row.id, vm, agent.baseUrl);
     } catch (err) {
       const apiError = agentApiError(err);
       await this.repo.transition(row.id, ['creating'], 'error', { last_error: apiError.message });
@@ -185,13 +185,18 @@ export class EnvironmentService {
     });
   }
 
-  /** Applies what the agent reports about a VM to its environment. */
-  async record(id: string, vm: AgentVm): Promise<void> {
+  /**
+   * Applies what the agent reports about a VM to its environment. Ports forwarded on a wildcard
+   * address are reachable at the agent's own host name, so that is what the record says.
+   */
+  async record(id: string, vm: AgentVm, agentUrl: string): Promise<void> {
     if (vm.state === 'running') {
+      const wildcard = ['', '0.0.0.0', '::', '[::]'].includes(vm.host_address);
+      const host = wildcard ? new URL(agentUrl).hostname.replace(/^\[|\]$/g, '') : vm.host_address;
       const ports: PortJson[] = vm.ports.map((p) => ({
         port: p.port,
         as: p.as,
-        host: vm.host_address,
+        host,
         host_port: p.host_port,
       }));
       const moved = await this.repo.transition(id, ['creating'], 'running', {
@@ -225,7 +230,11 @@ export class EnvironmentService {
         if (row.state !== 'creating') return;
         try {
           const agent = await this.agents.forHost(row.host_id);
-          await this.record(id, await agent.json('GET', AGENT_VM_PATHS.vm(id), undefined, AgentVm));
+          await this.record(
+            id,
+            await agent.json('GET', AGENT_VM_PATHS.vm(id), undefined, AgentVm),
+            agent.baseUrl,
+          );
         } catch (err) {
           this.logger.debug({ env: id, err: (err as Error).message }, 'waiting for the VM');
         }

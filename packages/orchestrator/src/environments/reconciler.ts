@@ -91,7 +91,7 @@ export class Reconciler {
                 last_error: `the VM did not start within ${this.createTimeoutMs / 1000} s`,
               });
             } else {
-              await this.envs.record(env.id, vm);
+              await this.envs.record(env.id, vm, host.agent_url);
             }
           } catch (err) {
             this.logger.warn(
