@@ -147,8 +147,13 @@ describe.skipIf(skip)(
 
     test.each(cases)('%s, caller: %s', async (config, principal) => {
       for (const r of ROUTES) {
+        const c = creds[config][principal];
+        // Cookie callers are browsers running the dashboard, which always sends same-origin JSON.
+        const headers: Record<string, string> =
+          c.cookie !== undefined ? { 'content-type': 'application/json' } : {};
         const res = await orchd[config].request(r.method, r.path, {
-          ...creds[config][principal],
+          ...c,
+          headers,
           ...(r.body ? { body: r.body } : {}),
         });
         const want = expected(config, principal, r.master);
@@ -178,6 +183,35 @@ describe.skipIf(skip)(
       expect(await status(o)).toBe(401);
       expect(await status(o, creds['master+keys']['api key'].token)).toBe(403);
       expect(await status(o, MASTER)).toBe(404);
+    });
+
+    test('a browser session cannot change state with a non-JSON or cross-origin request', async () => {
+      const o = orchd['master+keys'];
+      const { cookie } = creds['master+keys'].cookie;
+      const form = await o.request('POST', '/v1/hosts/missing?action=cordon', {
+        cookie: cookie!,
+        body: 'x=1',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
+      expect(form.status).toBe(403);
+      expect(form.body).toMatchObject({
+        error: { code: 'unauthorized', message: expect.stringContaining('same-origin JSON') },
+      });
+      const crossOrigin = await o.request('DELETE', '/v1/hosts/missing', {
+        cookie: cookie!,
+        headers: { 'content-type': 'application/json', origin: 'http://evil.example' },
+      });
+      expect(crossOrigin.status).toBe(403);
+      expect(crossOrigin.body).toMatchObject({
+        error: { message: 'cross-origin request from http://evil.example refused' },
+      });
+      // A bearer token is not a browser session: no such rule.
+      const bearer = await o.request('POST', '/v1/hosts/missing?action=cordon', {
+        token: MASTER,
+        body: 'x=1',
+        headers: { 'content-type': 'text/plain' },
+      });
+      expect(bearer.status).toBe(404);
     });
 
     test('revoking a key takes effect on the next request on every orchd sharing the database', async () => {
