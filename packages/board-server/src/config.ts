@@ -106,6 +106,12 @@ const OPTIONS = {
     schema: z.coerce.number().int().min(10).max(500).default(500),
     description: 'watch poll interval for writes on other nodes (the spec bounds it at 500 ms)',
   },
+  notify: {
+    env: 'BOARD_NOTIFY',
+    flag: '--notify <on|off>',
+    schema: z.enum(['on', 'off']).default('on'),
+    description: "LISTEN for other nodes' writes (off leaves only the poll; for diagnostics and tests)",
+  },
   heartbeatMs: {
     env: 'BOARD_HEARTBEAT_MS',
     flag: '--heartbeat-ms <ms>',

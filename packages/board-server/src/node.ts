@@ -42,7 +42,13 @@ export async function startBoardNode(
     ownEmbedded: true,
   });
   const life = new AbortController();
-  const notifier = new ChangeNotifier(store.db, store.connectionString, config.pollMs, log);
+  const notifier = new ChangeNotifier(
+    store.db,
+    store.connectionString,
+    config.pollMs,
+    log,
+    config.notify === 'on',
+  );
   const replicas = new ReplicaCache(
     store.db,
     config.dataDir,

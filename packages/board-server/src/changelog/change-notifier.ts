@@ -23,6 +23,7 @@ export class ChangeNotifier {
     private readonly connectionString: string,
     private readonly pollMs: number,
     private readonly log: Logger,
+    private readonly listen = true,
   ) {}
 
   /** Subscribes to head moves of `board`; returns the unsubscribe function. */
@@ -60,7 +61,7 @@ export class ChangeNotifier {
 
   /** Runs the LISTEN connection and the poll until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    await Promise.all([this.listenLoop(signal), this.pollLoop(signal)]);
+    await Promise.all([this.listen ? this.listenLoop(signal) : undefined, this.pollLoop(signal)]);
   }
 
   private async pollLoop(signal: AbortSignal): Promise<void> {
