@@ -34,3 +34,44 @@ export function bindPlaceholders(sqlText: string, tables: { token: string; entit
     return `"${REPLICA_TABLE}"`;
   });
 }
+
+/** Statements a read may start with (DuckDB also rewrites e.g. PRAGMA and SHOW into SELECTs). */
+const READ_KEYWORDS = new Set(['SELECT', 'WITH', 'FROM', 'VALUES', 'TABLE']);
+
+/**
+ * The first keyword of a statement, skipping whitespace, comments and opening parentheses.
+ * @example leadingKeyword('/* x *\/ (select 1)') // 'SELECT'
+ */
+export function leadingKeyword(sqlText: string): string {
+  let i = 0;
+  for (;;) {
+    const rest = sqlText.slice(i);
+    const ws = /^[\s(]+/.exec(rest);
+    if (ws) {
+      i += ws[0].length;
+      continue;
+    }
+    if (rest.startsWith('--')) {
+      const nl = rest.indexOf('\n');
+      i = nl < 0 ? sqlText.length : i + nl + 1;
+      continue;
+    }
+    if (rest.startsWith('/*')) {
+      const end = rest.indexOf('*/', 2);
+      i = end < 0 ? sqlText.length : i + end + 2;
+      continue;
+    }
+    return (/^[A-Za-z_]+/.exec(rest)?.[0] ?? '').toUpperCase();
+  }
+}
+
+/** Throws `QueryRefused` unless the statement starts like a read. */
+export function assertReadStatement(sqlText: string): void {
+  const kw = leadingKeyword(sqlText);
+  if (!READ_KEYWORDS.has(kw)) {
+    throw boardError(
+      'QueryRefused',
+      `only SELECT statements are allowed on the read path (got ${kw || 'nothing'})`,
+    );
+  }
+}

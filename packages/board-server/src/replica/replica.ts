@@ -21,7 +21,7 @@ import {
 import { DUCK_TYPES } from '../boards/columns.js';
 import { boardError } from '../errors.js';
 import { toCell } from './duck-values.js';
-import { REPLICA_TABLE } from './query-guard.js';
+import { assertReadStatement, REPLICA_TABLE } from './query-guard.js';
 
 const META_TABLE = 'replica_meta';
 
@@ -198,6 +198,9 @@ export class Replica {
     } catch (err) {
       throw refine(err);
     }
+    // Both checks: the parsed statement type, and the leading keyword (DuckDB turns PRAGMA, SHOW
+    // and DESCRIBE into SELECT statements, which must not pass as reads).
+    assertReadStatement(sqlText);
     if (prepared.statementType !== StatementType.SELECT) {
       throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
     }
