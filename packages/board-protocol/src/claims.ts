@@ -29,6 +29,8 @@ export type TokenClaims = z.infer<typeof tokenClaimsSchema>;
 /** True when the claims allow `verb` on `board` (a pinned token allows nothing on other boards). */
 export function claimsAllow(claims: TokenClaims, board: string, verb: Verb): boolean {
   if (claims.pin !== undefined && claims.pin !== board) return false;
-  const verbs = [...(claims.boards[board] ?? []), ...(claims.boards[ANY_BOARD] ?? [])];
-  return verbs.includes(verb);
+  // Own properties only: a board named like an Object.prototype member ("constructor") must not
+  // pick up inherited values.
+  const granted = (key: string) => (Object.hasOwn(claims.boards, key) ? (claims.boards[key] ?? []) : []);
+  return [...granted(board), ...granted(ANY_BOARD)].includes(verb);
 }
