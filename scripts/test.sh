@@ -4,7 +4,8 @@
 source "$(dirname "$0")/setup.sh"
 ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
-ensure_debian strace
+# postgresql-15: the board-node suites run against a PostgreSQL server as well as the embedded store.
+ensure_debian strace postgresql-15
 ensure_npm_packages
 
 log "lint and format check (biome)"

@@ -1,5 +1,6 @@
 import { execFile as execFileCb } from 'node:child_process';
-import { chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -23,16 +24,43 @@ const execFile = promisify(execFileCb);
  * process-exit hooks that call `process.exit`, which fights the node's own graceful shutdown.
  */
 export class EmbeddedPostgres {
-  readonly pgData: string;
-  readonly socketDir: string;
+  pgData: string;
+  socketDir: string;
   private started = false;
 
   constructor(
-    dataDir: string,
+    private readonly dataDir: string,
     private readonly log: Logger,
   ) {
     this.pgData = join(dataDir, 'pg', 'data');
     this.socketDir = join(dataDir, 'pg', 'run');
+  }
+
+  /**
+   * As root, PostgreSQL runs as user `postgres`, which must be able to reach `<dataDir>/pg`. When a
+   * parent directory forbids that (a clone under /root, say), the cluster lives in
+   * `/var/lib/board-node/pg-<hash of dataDir>` instead: still one private cluster per data dir.
+   */
+  private async placeCluster(owner: Owner | undefined): Promise<void> {
+    if (!owner) return;
+    await mkdir(this.dataDir, { recursive: true });
+    try {
+      await execFile('runuser', ['-u', 'postgres', '--', 'test', '-x', this.dataDir]);
+      return;
+    } catch {
+      const base = join(
+        '/var/lib/board-node',
+        `pg-${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 16)}`,
+      );
+      this.log.info(
+        { base },
+        'embedded postgres: data dir not reachable by user postgres; using a system directory',
+      );
+      await mkdir(base, { recursive: true, mode: 0o755 });
+      await chmod('/var/lib/board-node', 0o755);
+      this.pgData = join(base, 'data');
+      this.socketDir = join(base, 'run');
+    }
   }
 
   /** Connection string for the running instance (Unix socket, trust auth inside a 0700 directory). */
@@ -44,6 +72,7 @@ export class EmbeddedPostgres {
   async start(): Promise<{ adopted: boolean }> {
     const bin = await binaries();
     const owner = await postgresOwner();
+    await this.placeCluster(owner);
     await mkdir(join(this.pgData, '..'), { recursive: true, mode: 0o700 });
     await mkdir(this.socketDir, { recursive: true, mode: 0o700 });
     if (owner) {
