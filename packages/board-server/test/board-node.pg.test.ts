@@ -2,7 +2,7 @@
  * Integration suite on a real board-node process, run once per store: the embedded default and a
  * PostgreSQL server reached through DATABASE_URL.
  */
-import { mintToken } from '@board/server';
+import { boardAdmin, createLogger, mintToken, openStore } from '@board/server';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -483,6 +483,27 @@ for (const storeName of STORES) {
       expect(back.cache).toBe('reattach');
       expect(back.sync.mode).toBe('incremental');
       expect(back.result.rows).toEqual([['e1'], ['e3']]);
+    });
+
+    it('exposes the operator commands as a library call, served by the running node', async () => {
+      const s = await openStore({
+        databaseUrl: env.DATABASE_URL,
+        dataDir,
+        log: createLogger('silent'),
+        poolSize: 1,
+      });
+      try {
+        const admin = boardAdmin(s);
+        const made = await admin.create('lib_made', [{ name: 'qty', type: 'INTEGER' }]);
+        expect(made).toEqual({ id: 'lib_made', columns: [{ name: 'qty', type: 'INTEGER' }], head: 0 });
+        await expect(admin.create('bad-id', [])).rejects.toMatchObject({ tag: 'InvalidBoardId' });
+        expect((await admin.list()).map((b) => b.id)).toContain('lib_made');
+      } finally {
+        await s.close();
+      }
+      value(await insert('lib_made', [{ id: 'l1', qty: 5 }]));
+      const out = value<Outcome>(await q('lib_made', 'SELECT qty FROM {{t}}'));
+      expect(out.result.rows).toEqual([[5]]);
     });
 
     it('carries operator-added columns to the replica through the change log', async () => {

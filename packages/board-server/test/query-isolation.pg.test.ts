@@ -34,7 +34,7 @@ describe('query isolation: escape attempts are all refused', () => {
     const env = { BOARD_DATA_DIR: dir };
     expect((await cli(['board', 'create', 'mine', '--column', 'title:TEXT'], env)).code).toBe(0);
     expect((await cli(['board', 'create', 'secret', '--column', 'title:TEXT'], env)).code).toBe(0);
-    node = await startNode(env);
+    node = await startNode({ ...env, BOARD_QUERY_TIMEOUT_MS: '1500' });
     value(await rpc(node.url, 'mutate.insert', { rows: [{ id: 'm1', title: 'mine' }] }, { board: 'mine' }));
     value(await rpc(node.url, 'mutate.insert', { rows: [{ id: 's1', title: SECRET }] }, { board: 'secret' }));
     // Make sure the other board's replica file exists on disk next to ours.
@@ -135,6 +135,8 @@ describe('query isolation: escape attempts are all refused', () => {
     ['a second statement after a line comment', 'SELECT 1 -- harmless\n; DELETE FROM items', 'QueryRefused'],
     ['a comment hiding a statement boundary', "SELECT '*/' /* ; */; COPY items TO '/tmp/x'", 'QueryRefused'],
     ['a string hiding a statement boundary', "SELECT ';'; SET threads = 1", 'QueryRefused'],
+    // resources
+    ['a runaway query', 'SELECT count(*) FROM range(100000000000) a, range(10) b', 'QueryTimeout'],
     // placeholders
     ['an unbound placeholder', 'SELECT * FROM {{secret}}', 'UnknownPlaceholder'],
     ['a placeholder that is not a token name', 'SELECT * FROM {{../secret}}', 'UnknownPlaceholder'],

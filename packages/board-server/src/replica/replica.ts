@@ -107,6 +107,9 @@ export class Replica {
         for (const row of rows) replica.appendRow(appender, row, Number(row.updated_at));
       });
       appender.closeSync();
+      // Point lookups by id use this (non-unique: a delete and re-insert of one id in a single
+      // applied batch must not trip a constraint; uniqueness is Postgres's job).
+      await conn.run(`CREATE INDEX ${REPLICA_TABLE}_id ON ${REPLICA_TABLE} (id)`);
       await replica.writeMeta();
       await conn.run('COMMIT');
       await conn.run('CHECKPOINT');
