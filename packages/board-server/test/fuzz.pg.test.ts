@@ -230,6 +230,31 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     expect(statuses.get(401)).toBeGreaterThan(100);
   });
 
+  it('answers 300 generated /watch requests with a stream or an envelope', async () => {
+    const watchRequest = fc.record({
+      after: fc.oneof(fc.constant(undefined), fc.nat({ max: 100 }).map(String), headerText.map(encodeURIComponent)),
+      board: fc.oneof(fc.constant('fuzz'), fc.constant(undefined), headerText),
+      auth: fc.oneof(fc.constant('good'), fc.constant(undefined), headerText),
+    });
+    for (const s of fc.sample(watchRequest, { numRuns: 300, seed: SEED })) {
+      const headers: Record<string, string> = {};
+      if (s.board !== undefined) headers['x-data-board'] = s.board;
+      if (s.auth === 'good') headers.authorization = `Bearer ${token}`;
+      else if (s.auth !== undefined) headers.authorization = s.auth;
+      const ctl = new AbortController();
+      const q = s.after === undefined ? '' : `?after=${s.after}`;
+      const res = await fetch(`${node.url}/watch${q}`, { headers, signal: ctl.signal });
+      expect([200, 400, 401, 403]).toContain(res.status);
+      if (res.status === 200) {
+        expect(res.headers.get('content-type')).toContain('text/event-stream');
+        ctl.abort();
+        continue;
+      }
+      const env = wireEnvelopeSchema.parse(await res.json());
+      expect(env.status).toBe('error');
+    }
+  });
+
   it('answers malformed HTTP on the socket with a 400 envelope', async () => {
     const { port, hostname } = new URL(node.url);
     const garbage = fc.sample(fc.uint8Array({ minLength: 1, maxLength: 300 }), { numRuns: 100, seed: SEED });

@@ -13,8 +13,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { authorize, type RequestScope } from '../auth/authorize.js';
-import { BoardError, boardError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { BoardError, boardError, toWireError } from '../errors.js';
 import { runWatch } from '../watch/watch-stream.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
@@ -94,7 +93,7 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
 
   app.onError((err, c) => {
     const ran = c.get('handlerRan') === true;
-    const { tag, message } = classify(err, ctx.log);
+    const { tag, message } = toWireError(err, ctx.log);
     const status = ran ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
     return c.json(fail(tag, message), status as ContentfulStatusCode);
   });
@@ -146,20 +145,4 @@ async function runHandler(
     input: ProcedureInput<typeof name>,
   ) => Promise<unknown>;
   return await handler(ctx, scope, input as ProcedureInput<typeof name>);
-}
-
-/** Tag and message of any error: our own, Postgres availability failures, or the unexpected. */
-function classify(err: unknown, log: Logger): { tag: keyof typeof ERROR_TAGS; message: string } {
-  if (err instanceof BoardError) return { tag: err.tag, message: err.message };
-  const code = (err as { code?: string }).code ?? '';
-  const message = err instanceof Error ? err.message : String(err);
-  if (
-    /^(08|57|53)/.test(code) ||
-    /ECONNREFUSED|ECONNRESET|ENOENT|Connection terminated|timeout/i.test(message)
-  ) {
-    log.warn({ err }, 'store unavailable');
-    return { tag: 'Unavailable', message: `the store is unavailable: ${message}` };
-  }
-  log.error({ err }, 'unexpected error in a handler');
-  return { tag: 'Internal', message: `internal error: ${message}` };
 }

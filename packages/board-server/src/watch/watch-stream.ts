@@ -2,7 +2,7 @@ import type { ChangeRecord } from '@board/protocol';
 import type { Kysely } from 'kysely';
 import type { ChangeNotifier } from '../changelog/change-notifier.js';
 import { readBoardHead, readChangesPage } from '../changelog/changes-reader.js';
-import { BoardError } from '../errors.js';
+import { toWireError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 
@@ -78,12 +78,8 @@ export async function runWatch(sink: WatchSink, o: WatchOptions): Promise<void> 
     }
   } catch (err) {
     if (!stop.signal.aborted) {
-      const e =
-        err instanceof BoardError
-          ? { _tag: err.tag, message: err.message }
-          : { _tag: 'Unavailable', message: `change stream failed: ${(err as Error).message}` };
-      if (!(err instanceof BoardError)) o.log.warn({ err, board: o.board }, 'watch stream failed');
-      await sink.event('error', e).catch(() => undefined);
+      const { tag, message } = toWireError(err, o.log);
+      await sink.event('error', { _tag: tag, message }).catch(() => undefined);
     }
   } finally {
     clearInterval(heartbeat);
