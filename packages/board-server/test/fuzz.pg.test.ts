@@ -232,7 +232,11 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
 
   it('answers 300 generated /watch requests with a stream or an envelope', async () => {
     const watchRequest = fc.record({
-      after: fc.oneof(fc.constant(undefined), fc.nat({ max: 100 }).map(String), headerText.map(encodeURIComponent)),
+      after: fc.oneof(
+        fc.constant(undefined),
+        fc.nat({ max: 100 }).map(String),
+        headerText.map(encodeURIComponent),
+      ),
       board: fc.oneof(fc.constant('fuzz'), fc.constant(undefined), headerText),
       auth: fc.oneof(fc.constant('good'), fc.constant(undefined), headerText),
     });

@@ -65,32 +65,43 @@ export async function applyMutation(
     if (!b) throw boardError('UnknownBoard', `unknown board "${board}"`);
     const columns = parseColumns(b.columns);
     const table = boardTable(b.board_no);
-    let kind: WalKind;
-    let payload: WalPayload;
+    // The change record, the key's watermark and the NOTIFY travel as one statement (with the
+    // rows themselves for inserts): fewer round trips inside the board's lock.
+    const finish = (kind: WalKind, payload: WalPayload) => sql`
+      c AS (INSERT INTO board_changes (board_id, seq, kind, payload, actor)
+            VALUES (${board}, ${b.head}, ${kind}, ${JSON.stringify(payload)}::jsonb, ${options.actor ?? null}))
+      ${key !== undefined ? sql`, k AS (UPDATE board_idempotency SET watermark = ${b.head} WHERE board_id = ${board} AND key = ${key})` : sql``}
+      SELECT pg_notify('board_changes', ${`${board}:${b.head}`})`;
     switch (mutation.kind) {
-      case 'insert':
-        kind = 'insert';
-        payload = await insertRows(tx, table, columns, mutation.rows, b.now_us);
+      case 'insert': {
+        const rows = checkInsert(columns, mutation.rows);
+        const payload: InsertPayload = { updatedAt: b.now_us, rows };
+        try {
+          await sql`WITH r AS (${insertStatement(table, columns, rows)}), ${finish('insert', payload)}`.execute(
+            tx,
+          );
+        } catch (err) {
+          if ((err as { code?: string }).code === '23505') {
+            throw boardError(
+              'DuplicateRow',
+              `a row with one of these ids already exists: ${(err as Error).message}`,
+            );
+          }
+          throw err;
+        }
         break;
-      case 'update':
-        kind = 'update';
-        payload = await updateRows(tx, table, columns, mutation.updates, b.now_us);
+      }
+      case 'update': {
+        const payload = await updateRows(tx, table, columns, mutation.updates, b.now_us);
+        await sql`WITH ${finish('update', payload)}`.execute(tx);
         break;
-      case 'delete':
-        kind = 'delete';
-        payload = await deleteRows(tx, table, mutation.ids);
+      }
+      case 'delete': {
+        const payload = await deleteRows(tx, table, mutation.ids);
+        await sql`WITH ${finish('delete', payload)}`.execute(tx);
         break;
+      }
     }
-    await sql`INSERT INTO board_changes (board_id, seq, kind, payload, actor)
-      VALUES (${board}, ${b.head}, ${kind}, ${JSON.stringify(payload)}::jsonb, ${options.actor ?? null})`.execute(
-      tx,
-    );
-    if (key !== undefined) {
-      await sql`UPDATE board_idempotency SET watermark = ${b.head} WHERE board_id = ${board} AND key = ${key}`.execute(
-        tx,
-      );
-    }
-    await sql`SELECT pg_notify('board_changes', ${`${board}:${b.head}`})`.execute(tx);
     return { watermark: b.head };
   });
 }
@@ -112,13 +123,7 @@ function recordType(columns: ColumnDef[]) {
   ]);
 }
 
-async function insertRows(
-  tx: Transaction<BoardDb>,
-  table: string,
-  columns: ColumnDef[],
-  rows: Row[],
-  nowUs: number,
-): Promise<InsertPayload> {
+function checkInsert(columns: ColumnDef[], rows: Row[]): Row[] {
   const seen = new Set<string>();
   for (const row of rows) {
     checkRow(row, columns, 'insert');
@@ -126,21 +131,14 @@ async function insertRows(
     if (seen.has(id)) throw boardError('DuplicateRow', `row id "${id}" appears twice in one insert`);
     seen.add(id);
   }
+  return rows;
+}
+
+function insertStatement(table: string, columns: ColumnDef[], rows: Row[]) {
   const names = ['state', ...columns.map((c) => c.name)];
-  try {
-    await sql`INSERT INTO ${sql.table(table)} (id, updated_at, ${sql.join(names.map((n) => sql.id(n)))})
-      SELECT x.id, now(), ${sql.join([sql.ref('x.state'), ...columns.map((c) => columnValue(c.name, c.type))])}
-      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(${recordType(columns)})`.execute(tx);
-  } catch (err) {
-    if ((err as { code?: string }).code === '23505') {
-      throw boardError(
-        'DuplicateRow',
-        `a row with one of these ids already exists: ${(err as Error).message}`,
-      );
-    }
-    throw err;
-  }
-  return { updatedAt: nowUs, rows };
+  return sql`INSERT INTO ${sql.table(table)} (id, updated_at, ${sql.join(names.map((n) => sql.id(n)))})
+    SELECT x.id, now(), ${sql.join([sql.ref('x.state'), ...columns.map((c) => columnValue(c.name, c.type))])}
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(${recordType(columns)})`;
 }
 
 async function updateRows(
