@@ -91,8 +91,9 @@ const OPTIONS = {
   replicaMemoryMb: {
     env: 'BOARD_REPLICA_MEMORY_MB',
     flag: '--replica-memory-mb <mb>',
-    schema: z.coerce.number().int().min(16).default(1024),
-    description: 'memory budget for all open replicas; each gets budget/max-open as its DuckDB memory_limit',
+    schema: z.coerce.number().int().min(1).default(1024),
+    description:
+      'memory budget of all open replicas: least recently used ones are closed beyond it; each also gets max(16, budget/max-open) MB as its DuckDB memory_limit',
   },
   queryTimeoutMs: {
     env: 'BOARD_QUERY_TIMEOUT_MS',

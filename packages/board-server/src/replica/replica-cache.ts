@@ -35,6 +35,8 @@ export interface ReplicaBudget {
  */
 export class ReplicaCache {
   private readonly open = new Map<string, Replica>();
+  /** Memory each open replica held after its last request, in bytes. */
+  private readonly memory = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
@@ -58,14 +60,22 @@ export class ReplicaCache {
   stats(): {
     open: number;
     maxOpen: number;
+    memoryBudgetMb: number;
+    memoryInUseBytes: number;
     memoryMbEach: number;
-    replicas: { board: string; watermark: number }[];
+    replicas: { board: string; watermark: number; memoryBytes: number }[];
   } {
     return {
       open: this.open.size,
       maxOpen: this.budget.maxOpen,
+      memoryBudgetMb: this.budget.memoryMb,
+      memoryInUseBytes: this.memoryInUse(),
       memoryMbEach: this.perReplicaMemoryMb,
-      replicas: [...this.open].map(([board, r]) => ({ board, watermark: r.watermark })),
+      replicas: [...this.open].map(([board, r]) => ({
+        board,
+        watermark: r.watermark,
+        memoryBytes: this.memory.get(board) ?? 0,
+      })),
     };
   }
 
@@ -86,6 +96,8 @@ export class ReplicaCache {
       const t1 = performance.now();
       const result = await replica.query(sqlText, input.params, this.queryTimeoutMs);
       const t2 = performance.now();
+      this.memory.set(board, await replica.memoryBytes());
+      this.enforceBudget(board);
       return {
         result,
         sync,
@@ -218,11 +230,26 @@ export class ReplicaCache {
   private touch(board: string, replica: Replica): void {
     this.open.delete(board);
     this.open.set(board, replica);
-    // Least recently used first; a replica another request is using right now is skipped (the
-    // budget is exceeded briefly rather than closing a database under a running query).
+    this.enforceBudget(board);
+  }
+
+  /** Memory held by open replicas, in bytes (as of each one's last request). */
+  private memoryInUse(): number {
+    let total = 0;
+    for (const b of this.open.keys()) total += this.memory.get(b) ?? 0;
+    return total;
+  }
+
+  /**
+   * Closes least recently used replicas while more than `maxOpen` are open or they hold more than
+   * the memory budget. `current` and replicas another request is using right now are skipped (the
+   * budget is exceeded briefly rather than closing a database under a running query).
+   */
+  private enforceBudget(current: string): void {
+    const budgetBytes = this.budget.memoryMb * 1024 * 1024;
     for (const candidate of [...this.open.keys()]) {
-      if (this.open.size <= this.budget.maxOpen) break;
-      if (candidate === board || this.locks.has(candidate)) continue;
+      if (this.open.size <= this.budget.maxOpen && this.memoryInUse() <= budgetBytes) break;
+      if (candidate === current || this.locks.has(candidate)) continue;
       this.evict(candidate, { removeFile: false });
       this.counters.evicted++;
     }
@@ -232,6 +259,7 @@ export class ReplicaCache {
     const r = this.open.get(board);
     if (!r) return;
     this.open.delete(board);
+    this.memory.delete(board);
     try {
       r.close();
     } catch (err) {

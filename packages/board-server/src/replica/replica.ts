@@ -232,6 +232,14 @@ export class Replica {
     }
   }
 
+  /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
+  async memoryBytes(): Promise<number> {
+    const r = await this.conn.runAndReadAll(
+      'SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()',
+    );
+    return Number(r.getRowsJS()[0]?.[0] ?? 0);
+  }
+
   /** Closes the database (checkpointing it, so that re-attach is quick). */
   close(): void {
     try {
