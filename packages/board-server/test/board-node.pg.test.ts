@@ -466,6 +466,41 @@ for (const storeName of STORES) {
       expect(Date.now() - t0).toBeLessThan(14_000);
     });
 
+    it('takes the watch board from a pinning token, and releases a closed stream', async () => {
+      const pinned = await mintToken(TOKEN_SECRET, {
+        boards: ['other'],
+        verbs: ['read'],
+        ttlSec: 60,
+        pin: true,
+      });
+      let wrote = false;
+      const res = await watch(node.url, {
+        token: pinned,
+        timeoutMs: 10_000,
+        until: (items) => {
+          if (!wrote) {
+            wrote = true;
+            void insert('other', [{ id: 'pinned-watch' }]);
+          }
+          return events(items).some((e) => e.event === 'change');
+        },
+      });
+      expect(res.status).toBe(200);
+      expect(events(res.items)[0]).toMatchObject({
+        event: 'change',
+        data: { payload: { rows: [{ id: 'pinned-watch' }] } },
+      });
+      // The client went away: the node drops the stream's subscription.
+      let watchers = -1;
+      for (let i = 0; i < 50 && watchers !== 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        watchers = value<{ watchers: number }>(
+          await rpc(node.url, 'node.stats', {}, { board: 'tasks', token: admin }),
+        ).watchers;
+      }
+      expect(watchers).toBe(0);
+    });
+
     it('evicts least recently used replicas and re-attaches them from their files', async () => {
       await insert('evict1', [{ id: 'e1', title: 'one' }]);
       await insert('evict2', [{ id: 'e2', title: 'two' }]);
