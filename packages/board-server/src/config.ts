@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { WATCH } from '@board/protocol';
 import { z } from 'zod';
 
 /**
@@ -104,7 +105,7 @@ const OPTIONS = {
   pollMs: {
     env: 'BOARD_POLL_MS',
     flag: '--poll-ms <ms>',
-    schema: z.coerce.number().int().min(10).max(500).default(500),
+    schema: z.coerce.number().int().min(10).max(WATCH.pollMs).default(WATCH.pollMs),
     description: 'watch poll interval for writes on other nodes (the spec bounds it at 500 ms)',
   },
   notify: {
@@ -116,7 +117,7 @@ const OPTIONS = {
   heartbeatMs: {
     env: 'BOARD_HEARTBEAT_MS',
     flag: '--heartbeat-ms <ms>',
-    schema: z.coerce.number().int().min(10).default(15_000),
+    schema: z.coerce.number().int().min(10).default(WATCH.heartbeatMs),
     description: 'watch heartbeat (`: hb`) interval',
   },
   logLevel: {

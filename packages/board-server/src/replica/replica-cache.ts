@@ -13,6 +13,8 @@ import { Replica, removeReplicaFiles } from './replica.js';
 
 const CHANGE_PAGE = 500;
 const REBUILD_BATCH = 50_000;
+/** Requests on an unchanged replica between two samples of its memory use. */
+const MEMORY_SAMPLE_EVERY = 32;
 
 /** Budget of open replicas. */
 export interface ReplicaBudget {
@@ -37,6 +39,7 @@ export class ReplicaCache {
   private readonly open = new Map<string, Replica>();
   /** Memory each open replica held after its last request, in bytes. */
   private readonly memory = new Map<string, number>();
+  private readonly requestsSinceSample = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
@@ -96,8 +99,15 @@ export class ReplicaCache {
       const t1 = performance.now();
       const result = await replica.query(sqlText, input.params, this.queryTimeoutMs);
       const t2 = performance.now();
-      this.memory.set(board, await replica.memoryBytes());
-      this.enforceBudget(board);
+      // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
+      const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
+      if (sync.mode !== 'none' || cache !== 'hit' || requests >= MEMORY_SAMPLE_EVERY) {
+        this.memory.set(board, await replica.memoryBytes());
+        this.requestsSinceSample.set(board, 0);
+        this.enforceBudget(board);
+      } else {
+        this.requestsSinceSample.set(board, requests);
+      }
       return {
         result,
         sync,
@@ -260,6 +270,7 @@ export class ReplicaCache {
     if (!r) return;
     this.open.delete(board);
     this.memory.delete(board);
+    this.requestsSinceSample.delete(board);
     try {
       r.close();
     } catch (err) {

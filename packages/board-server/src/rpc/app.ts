@@ -6,7 +6,6 @@ import {
   PROCEDURES,
   type ProcedureInput,
   type ProcedureName,
-  WATCH,
 } from '@board/protocol';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -100,9 +99,6 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
 
   return app;
 }
-
-/** The header value watchers and tests may read for the poll bound. */
-export const WATCH_POLL_MS = WATCH.pollMs;
 
 async function parseBody(c: Context<Env>, name: ProcedureName): Promise<unknown> {
   let text: string;
