@@ -321,9 +321,14 @@ for (const storeName of STORES) {
         [q('tasks', 'SELECT $1'), 'InvalidInput'],
         [q('tasks', 'SELEC nonsense'), 'QueryFailed'],
       ];
-      for (const [p, expected] of cases) {
+      for (const c of cases) {
+        const [p, expected] = c;
         const a = (await p) as Awaited<ReturnType<typeof rpc>>;
-        expect({ status: a.status, tag: tag(a) }).toEqual({ status: 200, tag: expected });
+        expect({ i: cases.indexOf(c), status: a.status, tag: tag(a) }).toEqual({
+          i: cases.indexOf(c),
+          status: 200,
+          tag: expected,
+        });
         expect(a.body.status === 'error' && a.body.error.message.length > 0).toBe(true);
       }
     });

@@ -65,13 +65,7 @@ export function leadingKeyword(sqlText: string): string {
   }
 }
 
-/** Throws `QueryRefused` unless the statement starts like a read. */
-export function assertReadStatement(sqlText: string): void {
-  const kw = leadingKeyword(sqlText);
-  if (!READ_KEYWORDS.has(kw)) {
-    throw boardError(
-      'QueryRefused',
-      `only SELECT statements are allowed on the read path (got ${kw || 'nothing'})`,
-    );
-  }
+/** True when the statement starts like a read (`SELECT`, `WITH`, `FROM`, `VALUES`, `TABLE`). */
+export function isReadStatement(sqlText: string): boolean {
+  return READ_KEYWORDS.has(leadingKeyword(sqlText));
 }

@@ -15,15 +15,18 @@ import {
   type DuckDBAppender,
   type DuckDBConnection,
   DuckDBInstance,
+  type DuckDBPreparedStatement,
   DuckDBTimestampValue,
   StatementType,
 } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
 import { boardError } from '../errors.js';
 import { toCell } from './duck-values.js';
-import { assertReadStatement, REPLICA_TABLE } from './query-guard.js';
+import { isReadStatement, REPLICA_TABLE } from './query-guard.js';
 
 const META_TABLE = 'replica_meta';
+/** Prepared read statements kept per replica (by SQL text). */
+const STATEMENT_CACHE = 64;
 
 /**
  * Settings every replica is opened with. The query path relies on them: no file system or network
@@ -44,6 +47,8 @@ function instanceOptions(memoryLimitMb: number): Record<string, string> {
 
 /** One board's DuckDB replica: a database file holding table `items` and the synced watermark. */
 export class Replica {
+  private readonly statements = new Map<string, DuckDBPreparedStatement>();
+
   private constructor(
     readonly path: string,
     readonly boardNo: number,
@@ -160,6 +165,7 @@ export class Replica {
           }
           case 'schema': {
             flush();
+            this.clearStatements();
             const p = rec.payload as SchemaPayload;
             for (const c of p.columns) {
               if (this.columns.some((k) => k.name === c.name)) continue;
@@ -191,22 +197,7 @@ export class Replica {
    */
   async query(sqlText: string, params: Cell[], timeoutMs: number): Promise<QueryResult> {
     const conn = this.conn;
-    let prepared: Awaited<ReturnType<Awaited<ReturnType<DuckDBConnection['extractStatements']>>['prepare']>>;
-    try {
-      const extracted = await conn.extractStatements(sqlText);
-      if (extracted.count !== 1) {
-        throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
-      }
-      prepared = await extracted.prepare(0);
-    } catch (err) {
-      throw refine(err);
-    }
-    // Both checks: the parsed statement type, and the leading keyword (DuckDB turns PRAGMA, SHOW
-    // and DESCRIBE into SELECT statements, which must not pass as reads).
-    assertReadStatement(sqlText);
-    if (prepared.statementType !== StatementType.SELECT) {
-      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
-    }
+    const prepared = await this.prepareRead(sqlText);
     if (prepared.parameterCount !== params.length) {
       throw boardError(
         'InvalidInput',
@@ -232,6 +223,47 @@ export class Replica {
     }
   }
 
+  /**
+   * A prepared read statement for `sqlText`, from the cache or checked and prepared now. Only
+   * statements that pass every check are cached, so a cache hit needs no re-check.
+   */
+  private async prepareRead(sqlText: string): Promise<DuckDBPreparedStatement> {
+    const cached = this.statements.get(sqlText);
+    if (cached) {
+      this.statements.delete(sqlText);
+      this.statements.set(sqlText, cached);
+      return cached;
+    }
+    let prepared: DuckDBPreparedStatement;
+    try {
+      const extracted = await this.conn.extractStatements(sqlText);
+      if (extracted.count !== 1) {
+        throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
+      }
+      prepared = await extracted.prepare(0);
+    } catch (err) {
+      throw refine(err);
+    }
+    // Both checks: the parsed statement type, and the leading keyword (DuckDB turns PRAGMA, SHOW
+    // and DESCRIBE into SELECT statements, which must not pass as reads).
+    if (prepared.statementType !== StatementType.SELECT || !isReadStatement(sqlText)) {
+      prepared.destroySync();
+      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
+    }
+    this.statements.set(sqlText, prepared);
+    if (this.statements.size > STATEMENT_CACHE) {
+      const oldest = this.statements.keys().next().value as string;
+      this.statements.get(oldest)?.destroySync();
+      this.statements.delete(oldest);
+    }
+    return prepared;
+  }
+
+  private clearStatements(): void {
+    for (const st of this.statements.values()) st.destroySync();
+    this.statements.clear();
+  }
+
   /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
   async memoryBytes(): Promise<number> {
     const r = await this.conn.runAndReadAll(
@@ -242,6 +274,11 @@ export class Replica {
 
   /** Closes the database (checkpointing it, so that re-attach is quick). */
   close(): void {
+    try {
+      this.clearStatements();
+    } catch {
+      // closing the connection below releases them anyway
+    }
     try {
       this.conn.closeSync();
     } finally {
