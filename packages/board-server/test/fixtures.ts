@@ -52,7 +52,12 @@ async function postgresIds(): Promise<{ uid: number; gid: number } | undefined> 
 /** A PostgreSQL 15 server on a free loopback TCP port, stopped and removed by `stop()`. */
 export interface ServerPostgres {
   url: string;
+  /** Stops the server (immediate shutdown) and removes its directory. */
   stop(): Promise<void>;
+  /** Stops the server but keeps its data, to simulate an outage. */
+  halt(): Promise<void>;
+  /** Starts a halted server again on the same port. */
+  resume(): Promise<void>;
 }
 
 /** Starts a PostgreSQL server from the Debian package (as user `postgres` when root). */
@@ -77,18 +82,26 @@ export async function startServerPostgres(): Promise<ServerPostgres> {
     '--locale=C',
   ]);
   const port = await freePort();
-  await as(join(PG_BIN, 'pg_ctl'), [
-    'start',
-    '-D',
-    data,
-    '-w',
-    '-l',
-    join(dir, 'log'),
-    '-o',
-    `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=300 -c fsync=off`,
-  ]);
+  const start = () =>
+    as(join(PG_BIN, 'pg_ctl'), [
+      'start',
+      '-D',
+      data,
+      '-w',
+      '-l',
+      join(dir, 'log'),
+      '-o',
+      `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=300 -c fsync=off`,
+    ]);
+  await start();
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+    async halt() {
+      await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', data, '-m', 'immediate', '-w']);
+    },
+    async resume() {
+      await start();
+    },
     async stop() {
       await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', data, '-m', 'immediate', '-w']).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });

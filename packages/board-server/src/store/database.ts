@@ -92,7 +92,7 @@ export async function openStore(options: {
   }
   const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 20 });
   // An idle client losing its server must not crash the process; the next query reports it.
-  pool.on('error', (err) => options.log.warn({ err }, 'postgres pool: idle client error'));
+  pool.on('error', (err) => options.log.warn({ error: err.message }, 'postgres pool: idle client error'));
   const db = new Kysely<BoardDb>({ dialect: new PostgresDialect({ pool }) });
   const close = async () => {
     await db.destroy();
