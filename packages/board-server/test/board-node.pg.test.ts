@@ -97,6 +97,26 @@ for (const storeName of STORES) {
       expect(typeof body.nodeId).toBe('string');
     });
 
+    it('takes its options as flags too, flags winning over the environment', async () => {
+      const dir2 = await tempDir('board-flags-');
+      const flagged = await startNode(
+        { ...store.env(dir2), BOARD_DATA_DIR: dir2, BOARD_NODE_ID: 'from-env' },
+        ['--port', '0', '--node-id', 'from-flag', '--auth', 'off'],
+      );
+      try {
+        expect(await (await fetch(`${flagged.url}/health`)).json()).toEqual({
+          ok: true,
+          nodeId: 'from-flag',
+        });
+      } finally {
+        await flagged.stop();
+        await removeDataDir(dir2);
+      }
+      const bad = await cli(['--port', 'seventy'], env);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain('BOARD_PORT');
+    });
+
     it('board list shows boards, their columns and watermarks', async () => {
       const list = await cli(['board', 'list'], env);
       expect(list.code).toBe(0);

@@ -147,7 +147,7 @@ export interface NodeProcess {
 }
 
 /** Spawns `board-node` and waits for its listening line. */
-export async function startNode(env: Record<string, string>): Promise<NodeProcess> {
+export async function startNode(env: Record<string, string>, args: string[] = []): Promise<NodeProcess> {
   const fullEnv: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     BOARD_PORT: '0',
@@ -155,7 +155,7 @@ export async function startNode(env: Record<string, string>): Promise<NodeProces
     BOARD_AUTH: 'off',
     ...env,
   };
-  const proc = spawn(process.execPath, [BIN], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BIN, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout?.on('data', (d) => {
     out += String(d);

@@ -161,6 +161,7 @@ export class Replica {
               stmt.bind([id]);
               await stmt.run();
             }
+            stmt.destroySync();
             break;
           }
           case 'schema': {
@@ -329,6 +330,7 @@ export class Replica {
     );
     stmt.bind(values);
     await stmt.run();
+    stmt.destroySync();
   }
 }
 
