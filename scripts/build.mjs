@@ -1,6 +1,6 @@
 // Bundles each program into one ESM file under its package's dist/, so that `npx orch` starts
 // by loading a single small file. Run by `npm install` (root `prepare`) and by the test command.
-import { rm } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import { build } from 'esbuild';
 
 // `external`: packages left to Node's resolver at run time. board-node's DuckDB binding is a
@@ -18,10 +18,14 @@ const programs = [
 
 await Promise.all(
   programs.map(async (p) => {
-    await rm(p.outdir, { recursive: true, force: true });
+    // Build next to dist/ and swap it in, so that a program started while a rebuild runs (tests
+    // spawn programs while another test runs `npm start`, which rebuilds) never sees a half-built dist/.
+    const next = `${p.outdir}.next-${process.pid}`;
+    const old = `${p.outdir}.old-${process.pid}`;
+    await rm(next, { recursive: true, force: true });
     await build({
       entryPoints: { [p.name]: p.entry },
-      outdir: p.outdir,
+      outdir: next,
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -36,5 +40,8 @@ await Promise.all(
         js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
       },
     });
+    await rename(p.outdir, old).catch(() => undefined);
+    await rename(next, p.outdir);
+    await rm(old, { recursive: true, force: true });
   }),
 );
