@@ -74,6 +74,7 @@ export async function startBoardNode(
     log,
     startedAt: Date.now(),
     counters: { queries: 0, mutations: 0 },
+    boardMeta: new Map(),
   };
   const services = [notifier.run(life.signal), retention.run(life.signal)];
   const app = createApp(ctx, life.signal);

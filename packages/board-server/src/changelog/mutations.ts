@@ -20,8 +20,12 @@ export type Mutation =
   | { kind: 'update'; updates: { id: string; patch: Row }[] }
   | { kind: 'delete'; ids: string[] };
 
+/** What a node remembers of a board for the single-statement insert (see {@link applyMutation}). */
+export type BoardMetaCache = Map<string, { boardNo: number; columns: ColumnDef[]; columnsJson: string }>;
+
 /**
- * The write path. One Postgres transaction:
+ * The write path. An unkeyed insert on a board this node has written before is one statement
+ * (below); everything else is one Postgres transaction:
  *
  *   [keyed] claim the idempotency key ── taken and committed ──▶ answer the original ack
  *      │ (a concurrent repeat blocks here on the unique index until the first commits)
@@ -36,14 +40,60 @@ export type Mutation =
  *
  * The board row lock serialises writers of one board, so watermarks are assigned in commit order
  * and without gaps: a reader that saw head W has seen every record <= W.
+ *
+ * The single statement (autocommit, so atomic on its own) does the same steps as CTEs: advance the
+ * head only if the board still has the cached table number and columns, insert the rows and the
+ * change record from that row, NOTIFY. No row back means the cache is stale (or the board is gone):
+ * the transaction path then runs and refreshes the cache.
  */
 export async function applyMutation(
   db: Kysely<BoardDb>,
   board: string,
   mutation: Mutation,
-  options: { idempotencyKey?: string | undefined; actor?: string | undefined },
+  options: { idempotencyKey?: string | undefined; actor?: string | undefined; cache?: BoardMetaCache },
 ): Promise<MutateAck> {
   const key = options.idempotencyKey;
+  const known = options.cache?.get(board);
+  // Validation against cached columns decides nothing on its own: a row refused here goes to the
+  // transaction path, which checks it against the board's current columns.
+  const rows =
+    mutation.kind === 'insert' && key === undefined && known
+      ? tryCheckInsert(known.columns, mutation.rows)
+      : undefined;
+  if (rows && known) {
+    const rowsJson = JSON.stringify(rows);
+    const names = ['state', ...known.columns.map((c) => c.name)];
+    try {
+      const r = await sql<{ head: number }>`
+        WITH b AS (
+          UPDATE board_boards SET head = head + 1
+          WHERE board_id = ${board} AND board_no = ${known.boardNo} AND columns = ${known.columnsJson}::jsonb
+          RETURNING head, (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+        ),
+        r AS (
+          INSERT INTO ${sql.table(boardTable(known.boardNo))} (id, updated_at, ${sql.join(names.map((n) => sql.id(n)))})
+          SELECT x.id, now(), ${sql.join([sql.ref('x.state'), ...known.columns.map((c) => columnValue(c.name, c.type))])}
+          FROM b, jsonb_to_recordset(${rowsJson}::jsonb) AS x(${recordType(known.columns)})
+        ),
+        c AS (
+          INSERT INTO board_changes (board_id, seq, kind, payload, actor)
+          SELECT ${board}, b.head, 'insert', jsonb_build_object('updatedAt', b.now_us, 'rows', ${rowsJson}::jsonb), ${options.actor ?? null}::text
+          FROM b
+        )
+        SELECT b.head, pg_notify('board_changes', ${board}::text || ':' || b.head::text) FROM b`.execute(db);
+      const head = r.rows[0]?.head;
+      if (head !== undefined) return { watermark: head };
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') {
+        throw boardError(
+          'DuplicateRow',
+          `a row with one of these ids already exists: ${(err as Error).message}`,
+        );
+      }
+      throw err;
+    }
+    options.cache?.delete(board);
+  }
   return await db.transaction().execute(async (tx) => {
     if (key !== undefined) {
       const claimed = await sql`INSERT INTO board_idempotency (board_id, key) VALUES (${board}, ${key})
@@ -65,6 +115,7 @@ export async function applyMutation(
     if (!b) throw boardError('UnknownBoard', `unknown board "${board}"`);
     const columns = parseColumns(b.columns);
     const table = boardTable(b.board_no);
+    options.cache?.set(board, { boardNo: b.board_no, columns, columnsJson: JSON.stringify(b.columns) });
     // The change record, the key's watermark and the NOTIFY travel as one statement (with the
     // rows themselves for inserts): fewer round trips inside the board's lock.
     const finish = (kind: WalKind, payload: WalPayload) => sql`
@@ -121,6 +172,14 @@ function recordType(columns: ColumnDef[]) {
       (c) => sql`${sql.id(c.name)} ${sql.raw(c.type === 'TIMESTAMP' ? 'bigint' : PG_TYPES[c.type])}`,
     ),
   ]);
+}
+
+function tryCheckInsert(columns: ColumnDef[], rows: Row[]): Row[] | undefined {
+  try {
+    return checkInsert(columns, rows);
+  } catch {
+    return undefined;
+  }
 }
 
 function checkInsert(columns: ColumnDef[], rows: Row[]): Row[] {

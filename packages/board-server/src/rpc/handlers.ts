@@ -3,7 +3,7 @@ import type { RequestScope } from '../auth/authorize.js';
 import { boardAdmin } from '../boards/board-admin.js';
 import type { ChangeNotifier } from '../changelog/change-notifier.js';
 import { readChangesPage } from '../changelog/changes-reader.js';
-import { applyMutation, type Mutation } from '../changelog/mutations.js';
+import { applyMutation, type BoardMetaCache, type Mutation } from '../changelog/mutations.js';
 import type { BoardNodeConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { ReplicaCache } from '../replica/replica-cache.js';
@@ -18,6 +18,8 @@ export interface NodeContext {
   log: Logger;
   startedAt: number;
   counters: { queries: number; mutations: number };
+  /** Board table numbers and columns this node has seen, for the one-statement insert. */
+  boardMeta: BoardMetaCache;
 }
 
 type Handler<P extends ProcedureName> = (
@@ -35,6 +37,7 @@ async function mutate(
   const ack = await applyMutation(ctx.store.db, scope.board, mutation, {
     idempotencyKey,
     actor: scope.actor,
+    cache: ctx.boardMeta,
   });
   ctx.counters.mutations++;
   // Push to this node's watchers at once; other nodes hear of it by NOTIFY or their poll.
