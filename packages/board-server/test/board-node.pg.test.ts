@@ -485,10 +485,11 @@ for (const storeName of STORES) {
       ]);
       expect(ahead.ended).toBe(true);
       const short = await mintToken(TOKEN_SECRET, { boards: ['tasks'], verbs: ['read'], ttlSec: 2 });
-      const t0 = Date.now();
+      // `ended` is true only when the server closed the stream (the client gives up after 15 s
+      // with `ended` false): the token's expiry closed it.
       const res = await watch(node.url, { board: 'tasks', token: short, timeoutMs: 15_000 });
+      expect(res.status).toBe(200);
       expect(res.ended).toBe(true);
-      expect(Date.now() - t0).toBeLessThan(14_000);
     });
 
     it('takes the watch board from a pinning token, and releases a closed stream', async () => {
