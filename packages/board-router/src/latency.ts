@@ -23,7 +23,7 @@ export class LatencyWindow {
     this.samples[this.next] = ms;
     this.next = (this.next + 1) % this.size;
     if (this.count < this.size) this.count++;
-    if (++this.sinceCompute >= this.recomputeEvery || this.cached === undefined) this.compute();
+    if (++this.sinceCompute % this.recomputeEvery === 0 || this.cached === undefined) this.compute();
   }
 
   /** The percentile of the window, or undefined with no samples yet. */
@@ -32,7 +32,6 @@ export class LatencyWindow {
   }
 
   private compute(): void {
-    this.sinceCompute = 0;
     const sorted = this.samples.slice(0, this.count).sort();
     const idx = Math.min(this.count - 1, Math.ceil((this.percentile / 100) * this.count) - 1);
     this.cached = sorted[Math.max(0, idx)];
