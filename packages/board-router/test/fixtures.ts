@@ -85,6 +85,11 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const port = (server.address() as AddressInfo).port;
+  const dropHeld = () => {
+    const all = [...held.values()];
+    held.clear();
+    for (const req of all) req.socket.destroy();
+  };
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
@@ -95,13 +100,9 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
       rpcCount = 0;
     },
     nextHeld: () => new Promise((r) => waiters.push(r)),
-    dropHeld() {
-      const all = [...held.entries()];
-      held.clear();
-      for (const [, req] of all) req.socket.destroy();
-    },
+    dropHeld,
     async stop() {
-      this.dropHeld();
+      dropHeld();
       agent.destroy();
       await new Promise<void>((r) => {
         server.close(() => r());
