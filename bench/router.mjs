@@ -174,16 +174,6 @@ const point = (base, i) =>
     params: [`r-${(i * 7919) % 10_000}`],
   });
 
-async function timed(runs, fn) {
-  const out = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await fn(i);
-    out.push(performance.now() - t);
-  }
-  return out;
-}
-
 async function main() {
   const url = await startPostgres();
   const cliDir = await mkdtemp(join(tmpdir(), 'board-rbench-cli-'));
