@@ -138,7 +138,9 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       tried.add(node);
       let answered = false;
       const up = request(
-        { host: node.host, port: node.port, path: url, method: 'GET', agent: pool.agent, headers },
+        // A connection of its own (agent: false): long-lived streams must not take sockets from
+        // the keep-alive pool that routed requests queue on.
+        { host: node.host, port: node.port, path: url, method: 'GET', agent: false, headers },
         (ures) => {
           answered = true;
           metrics.requests.inc({ procedure: 'watch', outcome: 'answered' });
