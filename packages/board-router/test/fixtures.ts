@@ -33,6 +33,8 @@ export interface GateProxy {
   cancelled(): number;
   /** Decides which `/rpc` requests to hold; `n` counts `/rpc` requests from 1. */
   setHold(fn: (s: Seen, n: number) => boolean): void;
+  /** Decides which `/rpc` requests are answered 500 (with an envelope) instead of forwarded. */
+  setFail(fn: (s: Seen) => boolean): void;
   /** Resolves when the next request is held. */
   nextHeld(): Promise<Seen>;
   /** Resets the connections of every held request. */
@@ -48,6 +50,7 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
   let cancelled = 0;
   let rpcCount = 0;
   let hold: (s: Seen, n: number) => boolean = () => false;
+  let failWith500: (s: Seen) => boolean = () => false;
   let waiters: ((s: Seen) => void)[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -58,6 +61,11 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
       if (s.path.startsWith('/rpc/')) {
         seen.push(s);
         rpcCount++;
+        if (failWith500(s)) {
+          res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ status: 'error', error: { _tag: 'Internal', message: 'injected 500' } }));
+          return;
+        }
         if (hold(s, rpcCount)) {
           held.set(res, req);
           res.once('close', () => {
@@ -98,6 +106,9 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
     setHold(fn) {
       hold = fn;
       rpcCount = 0;
+    },
+    setFail(fn) {
+      failWith500 = fn;
     },
     nextHeld: () => new Promise((r) => waiters.push(r)),
     dropHeld,

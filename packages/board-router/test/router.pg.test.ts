@@ -265,6 +265,35 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three b
     proxyC.setHold(() => false);
   });
 
+  it('fails a read over to another node on a 5xx, and relays a 5xx to an unkeyed mutation without re-sending it', async () => {
+    const r5 = await startRouter([proxyC.url, a.url], { hedge: 'off' });
+    proxyC.setFail(() => true);
+    try {
+      for (let i = 0; i < 6; i++) {
+        const r = await rpc(r5.url, 'query.execute', COUNT, { board: BOARD });
+        value(r);
+        expect(r.headers.get('x-data-served-by')).toBe('node-a');
+      }
+      expect((await metricValues(r5)).failovers).toBeGreaterThan(0);
+      const before = proxyC.seen.length;
+      const outcomes: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const id = `five${i}`;
+        const r = await rpc(r5.url, 'mutate.insert', { rows: [{ id, title: 'x' }] }, { board: BOARD });
+        outcomes.push(r.status);
+        if (r.status === 500) {
+          expect(tag(r)).toBe('Internal');
+          expect(r.headers.get('x-data-served-by')).toBe('node-c');
+          expect(await rowsWithId(id)).toBe(0);
+        } else value(r);
+      }
+      expect(outcomes).toContain(500);
+      expect(proxyC.seen.length - before).toBe(outcomes.filter((s) => s === 500).length);
+    } finally {
+      proxyC.setFail(() => false);
+    }
+  });
+
   it('survives SIGKILL of a node under load: zero failed reads and keyed mutations; its watch stream ends', async () => {
     // A watch proxied from node-b (a router over node-b alone picks it): it ends when node-b dies.
     const onlyB = await startRouter([b.url]);
