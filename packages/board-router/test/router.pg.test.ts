@@ -335,12 +335,23 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three b
     for (const t of unkeyed) expect(['ok', 'NodeFailed']).toContain(t);
     const ended = await wb;
     expect(ended.ended).toBe(true);
-    const health = (await (await fetch(`${router.url}/health`)).json()) as {
-      nodes: { nodeId: string; state: string }[];
-    };
-    expect(health.nodes.find((n) => n.nodeId === 'node-b')?.state).toBe('down');
-    const m = await metricValues(router);
-    expect(m.requests).toBeGreaterThan(0);
+    // The probes (or a failed attempt) mark node-b down.
+    await eventually(async () => {
+      const health = (await (await fetch(`${router.url}/health`)).json()) as {
+        nodes: { nodeId: string; state: string }[];
+      };
+      return health.nodes.find((n) => n.nodeId === 'node-b')?.state === 'down';
+    });
+    // Known down: no request is sent to node-b any more (no attempt fails, nothing fails over).
+    const before = await metricValues(router);
+    for (let i = 0; i < 9; i++) {
+      const r = await rpc(router.url, 'query.execute', COUNT, { board: BOARD });
+      value(r);
+      expect(r.headers.get('x-data-served-by')).not.toBe('node-b');
+    }
+    const after = await metricValues(router);
+    expect(after.failovers).toBe(before.failovers);
+    expect(after.requests).toBe(before.requests + 9);
   });
 });
 
