@@ -10,12 +10,14 @@ import { fail } from '@board/protocol';
  *   that failed before answering. It may or may not have been applied; the router did not re-send it.
  * - `RouterTimeout` (504): the request deadline passed before any node answered.
  * - `NotFound` (404): a path the router does not serve (the node's tag for the same case).
+ * - `InvalidInput` (400): a request body the router could not buffer (over 64 MiB, or cut off).
  */
 export const ROUTER_ERRORS = {
   NoNodeAvailable: 503,
   NodeFailed: 502,
   RouterTimeout: 504,
   NotFound: 404,
+  InvalidInput: 400,
 } as const;
 
 /** A router error tag. */

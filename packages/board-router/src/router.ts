@@ -62,7 +62,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       const procedure = pathname.slice('/rpc/'.length);
       const body = await readBody(req);
       if (body === undefined) {
-        sendError(res, 'NotFound', 'request body too large or aborted');
+        sendError(res, 'InvalidInput', 'request body over 64 MiB or cut off');
         return;
       }
       const gone = new AbortController();
