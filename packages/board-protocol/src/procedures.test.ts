@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { isBoardId } from './board-id.js';
+import { ERROR_TAGS } from './errors.js';
+import { isProcedureName, PROCEDURES, queryExecuteInput } from './procedures.js';
+
+describe('the wire contract', () => {
+  it('names exactly the six procedures of the spec, each with a verb', () => {
+    expect(Object.keys(PROCEDURES).sort()).toEqual(
+      [
+        'changes.read',
+        'mutate.delete',
+        'mutate.insert',
+        'mutate.update',
+        'node.stats',
+        'query.execute',
+      ].sort(),
+    );
+    expect(isProcedureName('constructor')).toBe(false);
+    expect(PROCEDURES['node.stats'].verb).toBe('read');
+  });
+  it('validates board ids by pattern', () => {
+    expect(isBoardId('a'.repeat(64))).toBe(true);
+    expect(isBoardId('a'.repeat(65))).toBe(false);
+    for (const bad of ['', 'a-b', 'a b', 'a;drop', 'é', 'a\n']) expect(isBoardId(bad)).toBe(false);
+  });
+  it('defaults query params and tables, and checks token names', () => {
+    expect(queryExecuteInput.parse({ sql: 'select 1' })).toEqual({ sql: 'select 1', tables: [], params: [] });
+    expect(
+      queryExecuteInput.safeParse({ sql: 'x', tables: [{ token: 'a'.repeat(33), entity: 'items' }] }).success,
+    ).toBe(false);
+    expect(queryExecuteInput.safeParse({ sql: 'x', params: [{}] }).success).toBe(false);
+  });
+  it('maps the Errors table statuses', () => {
+    expect(ERROR_TAGS).toMatchObject({
+      Unauthenticated: 401,
+      MissingBoardEnvelope: 401,
+      Forbidden: 403,
+      UnknownProcedure: 404,
+      InvalidInput: 400,
+    });
+  });
+});

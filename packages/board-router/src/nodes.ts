@@ -1,0 +1,132 @@
+import { Agent, request } from 'node:http';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+
+/**
+ * One upstream node and its health.
+ *
+ * State machine (per node):
+ *
+ *     unknown ──probe ok──▶ up ◀──probe ok── down
+ *        │                  │                 ▲
+ *        └──probe fails─────┴─probe fails or──┘
+ *                             transport error on a routed request (passive ejection)
+ *
+ * Only `up` nodes are given requests. `unknown` is the state before the first probe answers;
+ * `run()` waits for one round of probes before the router listens. A node is re-admitted only by
+ * a successful probe, never by a request.
+ */
+export type NodeState = 'unknown' | 'up' | 'down';
+
+export interface UpstreamNode {
+  url: string;
+  host: string;
+  port: number;
+  /** The node id from its /health answer (the URL until the first answer). */
+  id: string;
+  state: NodeState;
+}
+
+/** The upstream nodes, their health probes and round-robin choice among the up ones. */
+export class NodePool {
+  readonly nodes: UpstreamNode[];
+  /** Keep-alive connections to the nodes, shared by routed requests and probes. */
+  readonly agent = new Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+  private rr = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    urls: string[],
+    private readonly opts: { intervalMs: number; timeoutMs: number; log: Logger; metrics: Metrics },
+  ) {
+    this.nodes = urls.map((url) => {
+      const u = new URL(url);
+      return { url, host: u.hostname, port: Number(u.port || 80), id: url, state: 'unknown' };
+    });
+    for (const n of this.nodes) this.opts.metrics.nodeUp.set({ node: n.url }, 0);
+  }
+
+  /** Probes every node once, then every `intervalMs`. */
+  async run(): Promise<void> {
+    await this.probeAll();
+    const tick = () => {
+      this.timer = setTimeout(() => void this.probeAll().finally(tick), this.opts.intervalMs);
+      this.timer.unref();
+    };
+    tick();
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.agent.destroy();
+  }
+
+  /** The up nodes, starting at a rotating offset (round robin), without those in `exclude`. */
+  pick(exclude: ReadonlySet<UpstreamNode>): UpstreamNode | undefined {
+    const n = this.nodes.length;
+    const start = this.rr++ % n;
+    for (let i = 0; i < n; i++) {
+      const node = this.nodes[(start + i) % n]!;
+      if (node.state === 'up' && !exclude.has(node)) return node;
+    }
+    return undefined;
+  }
+
+  /** Passive ejection: a routed request saw a transport failure on this node. */
+  markDown(node: UpstreamNode, reason: string): void {
+    this.setState(node, 'down', reason);
+  }
+
+  private setState(node: UpstreamNode, state: NodeState, reason: string): void {
+    if (node.state === state) return;
+    const from = node.state;
+    node.state = state;
+    this.opts.metrics.nodeUp.set({ node: node.url }, state === 'up' ? 1 : 0);
+    const level = state === 'up' ? 'info' : 'warn';
+    this.opts.log[level]({ node: node.url, nodeId: node.id, from, to: state, reason }, 'node state');
+  }
+
+  private async probeAll(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.probe(n)));
+  }
+
+  private probe(node: UpstreamNode): Promise<void> {
+    return new Promise((resolve) => {
+      let done = false;
+      const finish = (ok: boolean, reason: string, id?: string) => {
+        if (done) return;
+        done = true;
+        if (ok && id) node.id = id;
+        this.setState(node, ok ? 'up' : 'down', reason);
+        resolve();
+      };
+      const req = request(
+        { host: node.host, port: node.port, path: '/health', method: 'GET', agent: this.agent },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => {
+            body += c;
+          });
+          res.on('end', () => {
+            try {
+              const parsed = JSON.parse(body) as { ok?: unknown; nodeId?: unknown };
+              if (res.statusCode === 200 && parsed.ok === true && typeof parsed.nodeId === 'string') {
+                finish(true, 'probe ok', parsed.nodeId);
+              } else finish(false, `probe answered ${res.statusCode}`);
+            } catch {
+              finish(false, 'probe answer is not JSON');
+            }
+          });
+          res.on('error', (e) => finish(false, `probe: ${e.message}`));
+        },
+      );
+      req.setTimeout(this.opts.timeoutMs, () => {
+        req.destroy(new Error('probe timeout'));
+      });
+      req.on('error', (e) => finish(false, `probe: ${e.message}`));
+      req.end();
+    });
+  }
+}

@@ -1,0 +1,231 @@
+import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { HEADERS } from '@board/protocol';
+import type { RouterConfig } from './config.js';
+import { routerError } from './errors.js';
+import { upstreamHeaders } from './forward.js';
+import { HedgeBudget, LatencyWindow } from './latency.js';
+import { createLogger, type Logger } from './log.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { NodePool, type UpstreamNode } from './nodes.js';
+import { responseHeaders, routeRpc } from './route.js';
+
+/** Largest request body the router buffers (bodies are kept for failover and hedging). */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+/** A running router. */
+export interface BoardRouter {
+  url: string;
+  metrics: Metrics;
+  pool: NodePool;
+  /** Stops probing, closes the listener and every open connection. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a router: probes every node once, then listens. node:http (not Hono) because this is the
+ * measured hot path: the body and answer are relayed as buffers without re-parsing.
+ */
+export async function startBoardRouter(config: RouterConfig, logger?: Logger): Promise<BoardRouter> {
+  const log = logger ?? createLogger(config.logLevel, { service: 'board-router' });
+  const metrics = createMetrics();
+  const pool = new NodePool(config.nodes, {
+    intervalMs: config.healthIntervalMs,
+    timeoutMs: config.healthTimeoutMs,
+    log,
+    metrics,
+  });
+  const ctx = {
+    config,
+    pool,
+    metrics,
+    log,
+    latency: new LatencyWindow(config.hedgeWindow, config.hedgePercentile),
+    budget: new HedgeBudget(config.hedgeBudget, config.hedgeBurst),
+  };
+  await pool.run();
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err }, 'unexpected router failure');
+      if (!res.headersSent) sendError(res, 'NoNodeAvailable', 'internal router failure');
+      else res.destroy();
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const pathname = q >= 0 ? url.slice(0, q) : url;
+    if (req.method === 'POST' && pathname.startsWith('/rpc/')) {
+      const procedure = pathname.slice('/rpc/'.length);
+      const body = await readBody(req);
+      if (body === undefined) {
+        sendError(res, 'InvalidInput', 'request body over 64 MiB or cut off');
+        return;
+      }
+      const gone = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) gone.abort();
+      });
+      const t0 = performance.now();
+      const answer = await routeRpc(ctx, procedure, url, req.headers, body, gone.signal);
+      metrics.requests.inc({ procedure: metricProcedure(procedure), outcome: answer.outcome });
+      if (answer.outcome !== 'answered') {
+        log.warn(
+          { procedure, outcome: answer.outcome, ms: performance.now() - t0 },
+          'request not answered by a node',
+        );
+      } else {
+        log.debug(
+          { procedure, servedBy: answer.headers[HEADERS.servedBy], hedged: answer.headers[HEADERS.hedged] },
+          'routed',
+        );
+      }
+      if (res.destroyed) return;
+      res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
+      res.end(answer.body);
+      return;
+    }
+    if (req.method === 'GET' && pathname === '/watch') return watch(req, res, url);
+    if (req.method === 'GET' && pathname === '/health') {
+      const up = pool.nodes.filter((n) => n.state === 'up').length;
+      const body = JSON.stringify({
+        ok: up > 0,
+        nodeId: 'board-router',
+        nodes: pool.nodes.map((n) => ({ url: n.url, nodeId: n.id, state: n.state })),
+      });
+      res.writeHead(up > 0 ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(body);
+      return;
+    }
+    if (req.method === 'GET' && pathname === '/metrics') {
+      const text = await metrics.registry.metrics();
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(text);
+      return;
+    }
+    req.resume();
+    sendError(res, 'NotFound', `${req.method} ${pathname} is not served`);
+  }
+
+  /**
+   * Proxies `GET /watch` from one up node, streamed. A node that cannot be reached before it
+   * answers is ejected and the next one tried (a watch is a read); once the stream is relayed, the
+   * node dying ends the client's stream (the client resumes from its last watermark).
+   */
+  function watch(req: IncomingMessage, res: ServerResponse, url: string): void {
+    const tried = new Set<UpstreamNode>();
+    const headers = upstreamHeaders(req.headers);
+    let clientGone = false;
+    let current: ReturnType<typeof request> | undefined;
+    res.once('close', () => {
+      clientGone = true;
+      current?.destroy();
+    });
+    const attempt = (): void => {
+      const node = pool.pick(tried);
+      if (!node) {
+        metrics.requests.inc({ procedure: 'watch', outcome: 'NoNodeAvailable' });
+        sendError(
+          res,
+          'NoNodeAvailable',
+          tried.size ? `no node could answer (${tried.size} tried)` : 'no node is up',
+        );
+        return;
+      }
+      tried.add(node);
+      let answered = false;
+      const up = request(
+        // A connection of its own (agent: false): long-lived streams must not take sockets from
+        // the keep-alive pool that routed requests queue on.
+        { host: node.host, port: node.port, path: url, method: 'GET', agent: false, headers },
+        (ures) => {
+          answered = true;
+          metrics.requests.inc({ procedure: 'watch', outcome: 'answered' });
+          res.writeHead(ures.statusCode ?? 502, {
+            ...responseHeaders(ures.headers),
+            [HEADERS.servedBy]: node.id,
+            [HEADERS.hedged]: 'false',
+          });
+          res.flushHeaders();
+          ures.on('data', (c: Buffer) => res.write(c));
+          ures.on('end', () => res.end());
+          ures.on('aborted', () => res.end());
+          ures.on('error', () => res.end());
+          ures.on('close', () => {
+            if (!res.writableEnded) res.end();
+          });
+        },
+      );
+      current = up;
+      up.on('error', (e) => {
+        if (clientGone) return;
+        if (answered) {
+          if (!res.writableEnded) res.end();
+          return;
+        }
+        pool.markDown(node, e.message);
+        metrics.failovers.inc();
+        log.warn({ node: node.url, reason: e.message }, 'watch failover');
+        attempt();
+      });
+      up.end();
+    };
+    attempt();
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${config.host}:${port}`;
+  log.info({ url, nodes: config.nodes, hedge: config.hedge }, 'board-router listening');
+  return {
+    url,
+    metrics,
+    pool,
+    async stop() {
+      pool.stop();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function sendError(res: ServerResponse, tag: Parameters<typeof routerError>[0], message: string): void {
+  const e = routerError(tag, message);
+  res.writeHead(e.status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(e.body),
+  });
+  res.end(e.body);
+}
+
+/** Reads the whole request body; undefined when it is too large or the client aborted. */
+function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        resolve(undefined);
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', () => resolve(undefined));
+  });
+}
+
+/** Procedure label for metrics: contract names as they are, anything else as `other` (bounded cardinality). */
+function metricProcedure(p: string): string {
+  return /^(query\.execute|mutate\.(insert|update|delete)|changes\.read|node\.stats)$/.test(p) ? p : 'other';
+}

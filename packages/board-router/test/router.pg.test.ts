@@ -1,0 +1,372 @@
+/**
+ * board-router in front of three real board-node processes sharing one PostgreSQL server. A gate
+ * proxy in front of node-c holds chosen requests: a node that is slow past any deadline (hedging),
+ * or one that dies with a request in flight (an unkeyed write is not re-sent).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type BoardRouter, loadConfig, startBoardRouter } from '../src/index.js';
+import { createLogger } from '../src/log.js';
+import {
+  cli,
+  events,
+  eventually,
+  type GateProxy,
+  IN_CI,
+  type NodeProcess,
+  removeDataDir,
+  rpc,
+  runRouter,
+  type ServerPostgres,
+  serverPostgresAvailable,
+  startGateProxy,
+  startNode,
+  startRouterProcess,
+  startServerPostgres,
+  tag,
+  tempDir,
+  value,
+  watch,
+} from './fixtures.js';
+
+const T = [{ token: 't', entity: 'items' }];
+const COUNT = { sql: 'SELECT count(*) AS n FROM {{t}}', tables: T };
+const BOARD = 'routed';
+const silent = createLogger('silent');
+
+describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three board-nodes', () => {
+  let pg: ServerPostgres;
+  const dirs: string[] = [];
+  const nodes: NodeProcess[] = [];
+  const routers: BoardRouter[] = [];
+  let a: NodeProcess;
+  let b: NodeProcess;
+  let c: NodeProcess;
+  let proxyC: GateProxy;
+  let router: BoardRouter;
+
+  const startRouter = async (nodeUrls: string[], flags: Record<string, string> = {}) => {
+    const r = await startBoardRouter(
+      loadConfig({ nodes: nodeUrls.join(','), port: '0', healthIntervalMs: '50', ...flags }, {}),
+      silent,
+    );
+    routers.push(r);
+    return r;
+  };
+  const rowsWithId = async (id: string) =>
+    value<{ result: { rows: unknown[][] } }>(
+      await rpc(
+        a.url,
+        'query.execute',
+        { sql: 'SELECT count(*) FROM {{t}} WHERE id = $1', tables: T, params: [id] },
+        { board: BOARD },
+      ),
+    ).result.rows[0]?.[0];
+
+  beforeAll(async () => {
+    pg = await startServerPostgres();
+    const dir = await tempDir('board-router-cli-');
+    dirs.push(dir);
+    const created = await cli(['board', 'create', BOARD, '--column', 'title:TEXT'], {
+      DATABASE_URL: pg.url,
+      BOARD_DATA_DIR: dir,
+    });
+    expect(created.code, created.stderr).toBe(0);
+    const node = async (id: string) => {
+      const d = await tempDir('board-router-node-');
+      dirs.push(d);
+      const n = await startNode({ DATABASE_URL: pg.url, BOARD_DATA_DIR: d, BOARD_NODE_ID: id });
+      nodes.push(n);
+      return n;
+    };
+    [a, b, c] = await Promise.all([node('node-a'), node('node-b'), node('node-c')]);
+    proxyC = await startGateProxy(c.url);
+    router = await startRouter([a.url, b.url, c.url]);
+  });
+
+  afterAll(async () => {
+    await Promise.all(routers.map((r) => r.stop()));
+    await proxyC?.stop();
+    await Promise.all(nodes.map((n) => n.kill()));
+    for (const d of dirs) await removeDataDir(d);
+    await pg?.stop();
+  });
+
+  it('marks every routed answer with x-data-served-by and x-data-hedged, spreading reads over the nodes', async () => {
+    const servedBy = new Set<string>();
+    for (let i = 0; i < 12; i++) {
+      const r = await rpc(router.url, 'query.execute', COUNT, { board: BOARD });
+      value(r);
+      expect(r.headers.get('content-type')).toContain('application/json');
+      expect(['true', 'false']).toContain(r.headers.get('x-data-hedged'));
+      servedBy.add(r.headers.get('x-data-served-by') ?? '');
+    }
+    expect([...servedBy].sort()).toEqual(['node-a', 'node-b', 'node-c']);
+    // Node answers that are errors are relayed as they came, marked all the same.
+    const unknown = await rpc(router.url, 'no.such', {}, { board: BOARD });
+    expect(unknown.status).toBe(404);
+    expect(tag(unknown)).toBe('UnknownProcedure');
+    expect(unknown.headers.get('x-data-served-by')).toMatch(/^node-[abc]$/);
+    expect(unknown.headers.get('x-data-hedged')).toBe('false');
+    const noBoard = await rpc(router.url, 'query.execute', COUNT);
+    expect(noBoard.status).toBe(401);
+    expect(tag(noBoard)).toBe('MissingBoardEnvelope');
+    expect(noBoard.headers.get('x-data-served-by')).toMatch(/^node-[abc]$/);
+    const health = (await (await fetch(`${router.url}/health`)).json()) as {
+      ok: boolean;
+      nodes: { nodeId: string; state: string }[];
+    };
+    expect(health.ok).toBe(true);
+    expect(health.nodes.map((n) => [n.nodeId, n.state])).toEqual([
+      ['node-a', 'up'],
+      ['node-b', 'up'],
+      ['node-c', 'up'],
+    ]);
+    const nf = await fetch(`${router.url}/nope`);
+    expect(nf.status).toBe(404);
+    expect(await nf.json()).toMatchObject({ status: 'error', error: { _tag: 'NotFound' } });
+  });
+
+  it('answers NoNodeAvailable in the envelope when no node is up', async () => {
+    const dead = await startRouter(['http://127.0.0.1:1']);
+    const r = await rpc(dead.url, 'query.execute', COUNT, { board: BOARD });
+    expect(r.status).toBe(503);
+    expect(r.body).toMatchObject({ status: 'error', error: { _tag: 'NoNodeAvailable' } });
+    expect((await fetch(`${dead.url}/health`)).status).toBe(503);
+    const w = await watch(dead.url, { board: BOARD });
+    expect(w.status).toBe(503);
+  });
+
+  it('runs as the board-router binary: --help, refusal of bad configuration, routing', async () => {
+    const help = await runRouter(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--hedge-budget');
+    expect(help.stdout).toContain('BOARD_ROUTER_NODES');
+    const bad = await runRouter(['--nodes', 'http://a:1,ftp://b']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/configuration: BOARD_ROUTER_NODES.*http:\/\//);
+    const missing = await runRouter([]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('BOARD_ROUTER_NODES');
+    const proc = await startRouterProcess(['--port', '0'], { BOARD_ROUTER_NODES: `${a.url},${b.url}` });
+    try {
+      const r = await rpc(proc.url, 'query.execute', COUNT, { board: BOARD });
+      value(r);
+      expect(r.headers.get('x-data-served-by')).toMatch(/^node-[ab]$/);
+      const metrics = await (await fetch(`${proc.url}/metrics`)).text();
+      expect(metrics).toContain(
+        'board_router_requests_total{procedure="query.execute",outcome="answered"} 1',
+      );
+    } finally {
+      await proc.stop();
+    }
+  });
+
+  it('proxies /watch from one node, streamed', async () => {
+    const seen = watch(router.url, { board: BOARD, until: (items) => events(items).length >= 1 });
+    // The stream is open once the node has answered; a write after that is pushed to it.
+    await new Promise((r) => setTimeout(r, 200));
+    value(
+      await rpc(router.url, 'mutate.insert', { rows: [{ id: 'w1', title: 'watched' }] }, { board: BOARD }),
+    );
+    const w = await seen;
+    expect(w.status).toBe(200);
+    expect(w.contentType).toContain('text/event-stream');
+    const change = events(w.items).find((e) => e.event === 'change');
+    expect(change?.data).toMatchObject({ kind: 'insert', payload: { rows: [{ id: 'w1' }] } });
+  });
+
+  it('hedges reads held by a slow node: the hedge wins, the held request is cancelled, hedges stay within budget', async () => {
+    const hedging = await startRouter([a.url, proxyC.url], { hedgeBudget: '0.5', hedgeBurst: '1' });
+    proxyC.setHold((_s, n) => n % 3 === 0);
+    const answers = [];
+    const N = 60;
+    for (let i = 0; i < N; i++) {
+      const r = await rpc(hedging.url, 'query.execute', COUNT, { board: BOARD });
+      value(r);
+      answers.push({ servedBy: r.headers.get('x-data-served-by'), hedged: r.headers.get('x-data-hedged') });
+    }
+    proxyC.setHold(() => false);
+    const held = proxyC.cancelled() + proxyC.held();
+    expect(held).toBeGreaterThan(0);
+    // Every held request was cancelled by the router once the hedge won.
+    await eventually(() => proxyC.held() === 0);
+    const m = await metricValues(hedging);
+    expect(m.hedgesSent).toBeLessThanOrEqual(0.5 * N + 1);
+    expect(m.hedgesWon).toBeGreaterThanOrEqual(held);
+    const wonByA = answers.filter((x) => x.hedged === 'true' && x.servedBy === 'node-a').length;
+    expect(wonByA).toBeGreaterThanOrEqual(held);
+    expect(m.latencyBuckets).toBeGreaterThan(0);
+  });
+
+  it('hedges a keyed mutation marked x-data-idempotent (applied once) and never an unkeyed one', async () => {
+    const hedging = await startRouter([a.url, proxyC.url], {
+      hedgeBudget: '1',
+      hedgeBurst: '5',
+      requestTimeoutMs: '1500',
+    });
+    proxyC.setHold((s) => s.path.startsWith('/rpc/mutate.'));
+    // Keyed: whichever node gets it first, it is answered (by node-a when node-c's copy is held).
+    for (let i = 0; i < 4; i++) {
+      const r = await rpc(
+        hedging.url,
+        'mutate.insert',
+        { rows: [{ id: `k${i}`, title: 'keyed' }], idempotencyKey: `key-k${i}` },
+        { board: BOARD, headers: { 'x-data-idempotent': 'true' } },
+      );
+      value(r);
+      expect(r.headers.get('x-data-served-by')).toBe('node-a');
+      expect(await rowsWithId(`k${i}`)).toBe(1);
+    }
+    // Unkeyed: one sent to the held node is never hedged; the router gives up at its deadline.
+    const before = proxyC.seen.length;
+    const outcomes: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await rpc(
+        hedging.url,
+        'mutate.insert',
+        { rows: [{ id: `u${i}`, title: 'unkeyed' }] },
+        { board: BOARD },
+      );
+      outcomes.push(tag(r));
+      if (tag(r) === 'RouterTimeout') {
+        expect(r.status).toBe(504);
+        expect(await rowsWithId(`u${i}`)).toBe(0);
+      } else {
+        expect(tag(r)).toBe('ok');
+        expect(r.headers.get('x-data-hedged')).toBe('false');
+      }
+    }
+    expect(outcomes).toContain('RouterTimeout');
+    expect(proxyC.seen.length - before).toBe(outcomes.filter((o) => o === 'RouterTimeout').length);
+    proxyC.setHold(() => false);
+    await eventually(() => proxyC.held() === 0);
+  });
+
+  it('answers NodeFailed for an unkeyed mutation whose node dies in flight, and does not re-send it', async () => {
+    const r2 = await startRouter([a.url, proxyC.url], { hedge: 'off' });
+    proxyC.setHold((s) => s.path.startsWith('/rpc/mutate.'));
+    let pending: Promise<Awaited<ReturnType<typeof rpc>>> | undefined;
+    let id = '';
+    for (let i = 0; i < 10 && !pending; i++) {
+      id = `dies${i}`;
+      const held = proxyC.nextHeld().then(() => 'held' as const);
+      const call = rpc(r2.url, 'mutate.insert', { rows: [{ id, title: 'x' }] }, { board: BOARD });
+      const first = await Promise.race([held, call]);
+      if (first === 'held') pending = call;
+      else value(first);
+    }
+    expect(pending).toBeDefined();
+    proxyC.dropHeld(); // the node's connection resets with the request in flight
+    const r = await pending!;
+    expect(r.status).toBe(502);
+    expect(tag(r)).toBe('NodeFailed');
+    expect(proxyC.seen.filter((s) => s.body.includes(`"${id}"`))).toHaveLength(1);
+    expect(await rowsWithId(id)).toBe(0);
+    proxyC.setHold(() => false);
+  });
+
+  it('fails a read over to another node on a 5xx, and relays a 5xx to an unkeyed mutation without re-sending it', async () => {
+    const r5 = await startRouter([proxyC.url, a.url], { hedge: 'off' });
+    proxyC.setFail(() => true);
+    try {
+      for (let i = 0; i < 6; i++) {
+        const r = await rpc(r5.url, 'query.execute', COUNT, { board: BOARD });
+        value(r);
+        expect(r.headers.get('x-data-served-by')).toBe('node-a');
+      }
+      expect((await metricValues(r5)).failovers).toBeGreaterThan(0);
+      const before = proxyC.seen.length;
+      const outcomes: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const id = `five${i}`;
+        const r = await rpc(r5.url, 'mutate.insert', { rows: [{ id, title: 'x' }] }, { board: BOARD });
+        outcomes.push(r.status);
+        if (r.status === 500) {
+          expect(tag(r)).toBe('Internal');
+          expect(r.headers.get('x-data-served-by')).toBe('node-c');
+          expect(await rowsWithId(id)).toBe(0);
+        } else value(r);
+      }
+      expect(outcomes).toContain(500);
+      expect(proxyC.seen.length - before).toBe(outcomes.filter((s) => s === 500).length);
+    } finally {
+      proxyC.setFail(() => false);
+    }
+  });
+
+  it('survives SIGKILL of a node under load: zero failed reads and keyed mutations; its watch stream ends', async () => {
+    // A watch proxied from node-b (a router over node-b alone picks it): it ends when node-b dies.
+    const onlyB = await startRouter([b.url]);
+    const wb = watch(onlyB.url, { board: BOARD, timeoutMs: 60_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    const failures: string[] = [];
+    const unkeyed: string[] = [];
+    let done = 0;
+    let killed = false;
+    const worker = async (wid: number) => {
+      for (let i = 0; i < 25; i++) {
+        const q = await rpc(router.url, 'query.execute', COUNT, { board: BOARD });
+        if (tag(q) !== 'ok') failures.push(`read ${q.status} ${q.text}`);
+        const k = await rpc(
+          router.url,
+          'mutate.insert',
+          { rows: [{ id: `load-k-${wid}-${i}`, title: 'k' }], idempotencyKey: `load-${wid}-${i}` },
+          { board: BOARD, headers: { 'x-data-idempotent': 'true' } },
+        );
+        if (tag(k) !== 'ok') failures.push(`keyed ${k.status} ${k.text}`);
+        const u = await rpc(
+          router.url,
+          'mutate.insert',
+          { rows: [{ id: `load-u-${wid}-${i}`, title: 'u' }] },
+          { board: BOARD },
+        );
+        unkeyed.push(tag(u));
+        done++;
+        if (done === 30 && !killed) {
+          killed = true;
+          void b.kill();
+        }
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map(worker));
+    expect(killed).toBe(true);
+    expect(failures).toEqual([]);
+    // An unkeyed write either went through once or failed with NodeFailed: never a duplicate.
+    for (const t of unkeyed) expect(['ok', 'NodeFailed']).toContain(t);
+    const ended = await wb;
+    expect(ended.ended).toBe(true);
+    // The probes (or a failed attempt) mark node-b down.
+    await eventually(async () => {
+      const health = (await (await fetch(`${router.url}/health`)).json()) as {
+        nodes: { nodeId: string; state: string }[];
+      };
+      return health.nodes.find((n) => n.nodeId === 'node-b')?.state === 'down';
+    });
+    // Known down: no request is sent to node-b any more (no attempt fails, nothing fails over).
+    const before = await metricValues(router);
+    for (let i = 0; i < 9; i++) {
+      const r = await rpc(router.url, 'query.execute', COUNT, { board: BOARD });
+      value(r);
+      expect(r.headers.get('x-data-served-by')).not.toBe('node-b');
+    }
+    const after = await metricValues(router);
+    expect(after.failovers).toBe(before.failovers);
+    expect(after.requests).toBe(before.requests + 9);
+  });
+});
+
+async function metricValues(r: BoardRouter) {
+  const text = await (await fetch(`${r.url}/metrics`)).text();
+  const sum = (re: RegExp) =>
+    text
+      .split('\n')
+      .filter((l) => re.test(l))
+      .reduce((s, l) => s + Number(l.split(' ').at(-1)), 0);
+  return {
+    requests: sum(/^board_router_requests_total\{/),
+    hedgesSent: sum(/^board_router_hedges_sent_total /),
+    hedgesWon: sum(/^board_router_hedges_won_total /),
+    failovers: sum(/^board_router_failovers_total /),
+    latencyBuckets: sum(/^board_router_node_latency_seconds_count\{/),
+  };
+}

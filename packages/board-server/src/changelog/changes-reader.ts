@@ -1,0 +1,59 @@
+import type { ChangeRecord, ChangesPage, WalKind, WalPayload } from '@board/protocol';
+import { type Kysely, sql } from 'kysely';
+import { boardError } from '../errors.js';
+import type { BoardDb } from '../store/database.js';
+
+/** The board's head and the lowest retained seq (null when no record is retained). */
+export async function readBoardHead(
+  db: Kysely<BoardDb>,
+  board: string,
+): Promise<{ head: number; tail: number | null }> {
+  const r = await sql<{ head: number; tail: number | null }>`
+    SELECT b.head, (SELECT min(seq) FROM board_changes c WHERE c.board_id = b.board_id) AS tail
+    FROM board_boards b WHERE b.board_id = ${board}`.execute(db);
+  const row = r.rows[0];
+  if (!row) throw boardError('UnknownBoard', `unknown board "${board}"`);
+  return row;
+}
+
+/** Records with `after < seq <= upTo`, in order, at most `limit`. */
+export async function readRecords(
+  db: Kysely<BoardDb>,
+  board: string,
+  after: number,
+  upTo: number,
+  limit: number,
+): Promise<ChangeRecord[]> {
+  const r = await sql<{ seq: number; kind: string; payload: WalPayload; actor: string | null }>`
+    SELECT seq, kind, payload, actor FROM board_changes
+    WHERE board_id = ${board} AND seq > ${after} AND seq <= ${upTo}
+    ORDER BY seq LIMIT ${limit}`.execute(db);
+  return r.rows.map((row) => ({
+    seq: row.seq,
+    kind: row.kind as WalKind,
+    payload: row.payload,
+    ...(row.actor !== null ? { actor: row.actor } : {}),
+  }));
+}
+
+/**
+ * `changes.read`: one page of records after `after`. The cursor is beyond retention (resync)
+ * when a record the consumer has not seen was trimmed: `after < head` and the first retained
+ * record is not `after + 1`. A cursor above head was never handed out (tag `CursorAhead`).
+ */
+export async function readChangesPage(
+  db: Kysely<BoardDb>,
+  board: string,
+  after: number,
+  limit: number,
+): Promise<ChangesPage> {
+  const { head } = await readBoardHead(db, board);
+  if (after > head) {
+    throw boardError('CursorAhead', `cursor ${after} is ahead of board "${board}" head ${head}`);
+  }
+  if (after === head) return { resync: false, records: [], cursor: after, more: false, head };
+  const records = await readRecords(db, board, after, head, limit);
+  if (records[0]?.seq !== after + 1) return { resync: true, from: head, head };
+  const cursor = records[records.length - 1]?.seq ?? after;
+  return { resync: false, records, cursor, more: cursor < head, head };
+}

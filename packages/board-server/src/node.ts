@@ -1,0 +1,134 @@
+import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
+import { ChangeNotifier } from './changelog/change-notifier.js';
+import { RetentionService } from './changelog/retention.js';
+import type { BoardNodeConfig } from './config.js';
+import { createLogger, type Logger } from './log.js';
+import { ReplicaCache } from './replica/replica-cache.js';
+import { createApp } from './rpc/app.js';
+import type { NodeContext } from './rpc/handlers.js';
+import { openStore, type Store } from './store/database.js';
+
+/** A running node. */
+export interface BoardNode {
+  /** Base URL, e.g. `http://127.0.0.1:8787`. */
+  url: string;
+  port: number;
+  nodeId: string;
+  store: Store;
+  /** Stops accepting requests, ends watch streams, closes replicas and the store. Idempotent. */
+  stop(): Promise<void>;
+  /** Resolves when the node has stopped. */
+  stopped: Promise<void>;
+}
+
+/**
+ * Starts a board node: opens the store (migrations), starts the change notifier and the retention
+ * sweep, and serves HTTP. The node is a service: `stop()` (or aborting `signal`) shuts it down.
+ * @example
+ * const node = await startBoardNode(loadConfig({ port: '0' }));
+ * // ... node.url ...
+ * await node.stop();
+ */
+export async function startBoardNode(
+  config: BoardNodeConfig,
+  options: { log?: Logger; signal?: AbortSignal } = {},
+): Promise<BoardNode> {
+  const log = options.log ?? createLogger(config.logLevel, { nodeId: config.nodeId });
+  const store = await openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    log,
+    ownEmbedded: true,
+  });
+  const life = new AbortController();
+  const notifier = new ChangeNotifier(
+    store.db,
+    store.connectionString,
+    config.pollMs,
+    log,
+    config.notify === 'on',
+  );
+  const replicas = new ReplicaCache(
+    store.db,
+    config.dataDir,
+    { maxOpen: config.replicaMaxOpen, memoryMb: config.replicaMemoryMb },
+    config.queryTimeoutMs,
+    log,
+  );
+  const retention = new RetentionService(
+    store.db,
+    {
+      maxChanges: config.retentionMaxChanges,
+      maxAgeSec: config.retentionMaxAgeSec,
+      idempotencyTtlSec: config.idempotencyTtlSec,
+      intervalMs: config.retentionIntervalMs,
+    },
+    log,
+  );
+  const ctx: NodeContext = {
+    config,
+    store,
+    replicas,
+    notifier,
+    log,
+    startedAt: Date.now(),
+    counters: { queries: 0, mutations: 0 },
+    boardMeta: new Map(),
+  };
+  const services = [notifier.run(life.signal), retention.run(life.signal)];
+  const app = createApp(ctx, life.signal);
+  let server: ServerType;
+  try {
+    server = await new Promise<ServerType>((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+      s.once('error', reject);
+    });
+  } catch (err) {
+    life.abort();
+    await Promise.allSettled(services);
+    await store.close();
+    throw err;
+  }
+  // Requests so malformed that Node's HTTP parser rejects them never reach Hono: answer them
+  // with the envelope too.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    const body = JSON.stringify({
+      status: 'error',
+      error: { _tag: 'InvalidInput', message: `malformed HTTP request: ${err.code ?? 'parse error'}` },
+    });
+    socket.end(
+      `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+  const port = (server.address() as AddressInfo).port;
+  log.info({ port, host: config.host, store: store.kind, auth: config.auth }, 'board-node listening');
+
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => {
+    resolveStopped = r;
+  });
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      life.abort();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // SSE streams end on abort; anything idle goes now.
+        (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+        setTimeout(() => {
+          (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+        }, 2000).unref();
+      });
+      await Promise.allSettled(services);
+      replicas.closeAll();
+      await store.close();
+      log.info('board-node stopped');
+      resolveStopped();
+    })();
+    return stopping;
+  };
+  options.signal?.addEventListener('abort', () => void stop(), { once: true });
+  return { url: `http://${config.host}:${port}`, port, nodeId: config.nodeId, store, stop, stopped };
+}

@@ -1,0 +1,297 @@
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CacheOutcome, Cell, QueryOutcome, Row, SyncResult } from '@board/protocol';
+import { type Kysely, sql } from 'kysely';
+import { boardTable } from '../boards/board-admin.js';
+import { parseColumns } from '../boards/columns.js';
+import { readRecords } from '../changelog/changes-reader.js';
+import { boardError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { BoardDb } from '../store/database.js';
+import { bindPlaceholders } from './query-guard.js';
+import { Replica, removeReplicaFiles } from './replica.js';
+
+const CHANGE_PAGE = 500;
+const REBUILD_BATCH = 50_000;
+/** Requests on an unchanged replica between two samples of its memory use. */
+const MEMORY_SAMPLE_EVERY = 32;
+
+/** Budget of open replicas. */
+export interface ReplicaBudget {
+  maxOpen: number;
+  memoryMb: number;
+}
+
+/**
+ * Per-board DuckDB replicas, least recently used first out. Each request syncs the board's
+ * replica from the change log, then queries it; requests on one board run one at a time.
+ *
+ *   closed ──request: file present──▶ reattach ──┐
+ *   closed ──request: no/unreadable file──▶ rebuild ──┤
+ *   open   ──request──▶ hit ─────────────────────────┤
+ *                                                     ▼
+ *                       sync: head == watermark ─▶ none
+ *                             log reaches back  ─▶ incremental (apply records)
+ *                             log trimmed/ahead ─▶ rebuild (from the base table; cache = rebuild)
+ *   open ──over maxOpen: least recently used──▶ closed (file kept for re-attach)
+ */
+export class ReplicaCache {
+  private readonly open = new Map<string, Replica>();
+  /** Memory each open replica held after its last request, in bytes. */
+  private readonly memory = new Map<string, number>();
+  private readonly requestsSinceSample = new Map<string, number>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly dir: string;
+  readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
+
+  constructor(
+    private readonly db: Kysely<BoardDb>,
+    dataDir: string,
+    private readonly budget: ReplicaBudget,
+    private readonly queryTimeoutMs: number,
+    private readonly log: Logger,
+  ) {
+    this.dir = join(dataDir, 'replicas');
+  }
+
+  /** Memory limit given to each replica's DuckDB instance. */
+  get perReplicaMemoryMb(): number {
+    return Math.max(16, Math.floor(this.budget.memoryMb / this.budget.maxOpen));
+  }
+
+  /** Boards whose replica is open, least recently used first, with their watermarks. */
+  stats(): {
+    open: number;
+    maxOpen: number;
+    memoryBudgetMb: number;
+    memoryInUseBytes: number;
+    memoryMbEach: number;
+    replicas: { board: string; watermark: number; memoryBytes: number }[];
+  } {
+    return {
+      open: this.open.size,
+      maxOpen: this.budget.maxOpen,
+      memoryBudgetMb: this.budget.memoryMb,
+      memoryInUseBytes: this.memoryInUse(),
+      memoryMbEach: this.perReplicaMemoryMb,
+      replicas: [...this.open].map(([board, r]) => ({
+        board,
+        watermark: r.watermark,
+        memoryBytes: this.memory.get(board) ?? 0,
+      })),
+    };
+  }
+
+  /** `query.execute`: sync the board's replica, check the floor, run the query. */
+  async execute(
+    board: string,
+    input: {
+      sql: string;
+      tables: { token: string; entity: string }[];
+      params: Cell[];
+      minWatermark?: number | undefined;
+    },
+  ): Promise<QueryOutcome> {
+    const sqlText = bindPlaceholders(input.sql, input.tables);
+    return await this.withLock(board, async () => {
+      const t0 = performance.now();
+      const { replica, cache, sync } = await this.sync(board, input.minWatermark);
+      const t1 = performance.now();
+      const result = await replica.query(sqlText, input.params, this.queryTimeoutMs);
+      const t2 = performance.now();
+      // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
+      const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
+      if (sync.mode !== 'none' || cache !== 'hit' || requests >= MEMORY_SAMPLE_EVERY) {
+        this.memory.set(board, await replica.memoryBytes());
+        this.requestsSinceSample.set(board, 0);
+        this.enforceBudget(board);
+      } else {
+        this.requestsSinceSample.set(board, requests);
+      }
+      return {
+        result,
+        sync,
+        cache,
+        syncMs: round(t1 - t0),
+        queryMs: round(t2 - t1),
+        watermark: replica.watermark,
+      };
+    });
+  }
+
+  /** Closes every open replica. */
+  closeAll(): void {
+    for (const [board, r] of this.open) {
+      try {
+        r.close();
+      } catch (err) {
+        this.log.warn({ err, board }, 'closing replica failed');
+      }
+    }
+    this.open.clear();
+  }
+
+  private async sync(
+    board: string,
+    minWatermark: number | undefined,
+  ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
+    const meta = await sql<{ board_no: number; head: number; columns: unknown }>`
+      SELECT board_no, head, columns FROM board_boards WHERE board_id = ${board}`.execute(this.db);
+    const m = meta.rows[0];
+    if (!m) {
+      this.evict(board, { removeFile: true });
+      throw boardError('UnknownBoard', `unknown board "${board}"`);
+    }
+    if (minWatermark !== undefined && minWatermark > m.head) {
+      throw boardError(
+        'WatermarkNotReached',
+        `board "${board}" is at watermark ${m.head}, below the requested minimum ${minWatermark}`,
+      );
+    }
+    const path = join(this.dir, `${board}.${m.board_no}.duckdb`);
+    let replica = this.open.get(board);
+    let cache: CacheOutcome = 'hit';
+    if (replica && replica.boardNo !== m.board_no) {
+      this.evict(board, { removeFile: true });
+      replica = undefined;
+    }
+    if (!replica) {
+      await mkdir(this.dir, { recursive: true });
+      replica = await Replica.open(path, m.board_no, this.perReplicaMemoryMb);
+      cache = 'reattach';
+    }
+    const from = replica?.watermark ?? 0;
+    let sync: SyncResult = { mode: 'none', from, to: from, applied: 0 };
+    if (replica && replica.watermark < m.head) {
+      const applied = await this.catchUp(board, replica, m.head).catch((err) => {
+        this.log.warn({ err, board }, 'incremental replica sync failed; rebuilding');
+        return -1;
+      });
+      if (applied < 0) {
+        this.evict(board, { removeFile: true });
+        replica = undefined;
+      } else {
+        sync = { mode: 'incremental', from, to: replica.watermark, applied };
+      }
+    } else if (replica && replica.watermark > m.head) {
+      // The store was reset behind our back (e.g. a new database): this replica is not ours.
+      this.evict(board, { removeFile: true });
+      replica = undefined;
+    }
+    if (!replica) {
+      replica = await this.rebuild(board, path, m.board_no);
+      cache = 'rebuild';
+      sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
+      this.counters.rebuild++;
+    } else {
+      this.counters[cache]++;
+    }
+    this.touch(board, replica);
+    return { replica, cache, sync };
+  }
+
+  /** Applies records (watermark, head]; returns how many, or -1 when the log no longer reaches back. */
+  private async catchUp(board: string, replica: Replica, head: number): Promise<number> {
+    let applied = 0;
+    while (replica.watermark < head) {
+      const records = await readRecords(this.db, board, replica.watermark, head, CHANGE_PAGE);
+      if (records[0]?.seq !== replica.watermark + 1) return -1;
+      await replica.apply(records);
+      applied += records.length;
+    }
+    return applied;
+  }
+
+  private async rebuild(board: string, path: string, boardNo: number): Promise<Replica> {
+    return await this.db
+      .transaction()
+      .setIsolationLevel('repeatable read')
+      .execute(async (tx) => {
+        const meta = await sql<{ head: number; columns: unknown }>`
+          SELECT head, columns FROM board_boards WHERE board_id = ${board}`.execute(tx);
+        const m = meta.rows[0];
+        if (!m) throw boardError('UnknownBoard', `unknown board "${board}"`);
+        const columns = parseColumns(m.columns);
+        const micros = (name: string) => sql`(extract(epoch FROM ${sql.ref(name)}) * 1000000)::bigint`;
+        const select = sql.join([
+          sql.ref('id'),
+          sql`${micros('updated_at')} AS updated_at`,
+          sql.ref('state'),
+          ...columns.map((c) =>
+            c.type === 'TIMESTAMP' ? sql`${micros(c.name)} AS ${sql.id(c.name)}` : sql.ref(c.name),
+          ),
+        ]);
+        this.log.info({ board, head: m.head }, 'rebuilding replica from the base table');
+        return await Replica.create(path, boardNo, this.perReplicaMemoryMb, columns, m.head, async (push) => {
+          let last: string | null = null;
+          for (;;) {
+            const page = await sql<Row>`SELECT ${select} FROM ${sql.table(boardTable(boardNo))}
+              WHERE ${last === null ? sql`true` : sql`id > ${last}`} ORDER BY id LIMIT ${REBUILD_BATCH}`.execute(
+              tx,
+            );
+            push(page.rows);
+            if (page.rows.length < REBUILD_BATCH) break;
+            last = page.rows[page.rows.length - 1]?.id as string;
+          }
+        });
+      });
+  }
+
+  private touch(board: string, replica: Replica): void {
+    this.open.delete(board);
+    this.open.set(board, replica);
+    this.enforceBudget(board);
+  }
+
+  /** Memory held by open replicas, in bytes (as of each one's last request). */
+  private memoryInUse(): number {
+    let total = 0;
+    for (const b of this.open.keys()) total += this.memory.get(b) ?? 0;
+    return total;
+  }
+
+  /**
+   * Closes least recently used replicas while more than `maxOpen` are open or they hold more than
+   * the memory budget. `current` and replicas another request is using right now are skipped (the
+   * budget is exceeded briefly rather than closing a database under a running query).
+   */
+  private enforceBudget(current: string): void {
+    const budgetBytes = this.budget.memoryMb * 1024 * 1024;
+    for (const candidate of [...this.open.keys()]) {
+      if (this.open.size <= this.budget.maxOpen && this.memoryInUse() <= budgetBytes) break;
+      if (candidate === current || this.locks.has(candidate)) continue;
+      this.evict(candidate, { removeFile: false });
+      this.counters.evicted++;
+    }
+  }
+
+  private evict(board: string, options: { removeFile: boolean }): void {
+    const r = this.open.get(board);
+    if (!r) return;
+    this.open.delete(board);
+    this.memory.delete(board);
+    this.requestsSinceSample.delete(board);
+    try {
+      r.close();
+    } catch (err) {
+      this.log.warn({ err, board }, 'closing replica failed');
+    }
+    if (options.removeFile) void removeReplicaFiles(r.path);
+  }
+
+  private async withLock<T>(board: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(board) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.catch(() => undefined);
+    this.locks.set(board, settled);
+    try {
+      return await next;
+    } finally {
+      if (this.locks.get(board) === settled) this.locks.delete(board);
+    }
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

@@ -1,0 +1,144 @@
+import {
+  ERROR_TAGS,
+  fail,
+  isProcedureName,
+  ok,
+  PROCEDURES,
+  type ProcedureInput,
+  type ProcedureName,
+} from '@board/protocol';
+import { type Context, Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { streamSSE } from 'hono/streaming';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { authorize, type RequestScope } from '../auth/authorize.js';
+import { BoardError, boardError, toWireError } from '../errors.js';
+import { runWatch } from '../watch/watch-stream.js';
+import type { NodeContext } from './handlers.js';
+import { handlers } from './handlers.js';
+
+/** Largest request body accepted, in bytes. */
+export const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+type Env = { Variables: { handlerRan: boolean } };
+
+/**
+ * The node's HTTP surface: `POST /rpc/<procedure>`, `GET /watch`, `GET /health`.
+ * Errors are mapped to HTTP and the envelope here, in `onError`, and nowhere else: an error from a
+ * handler that ran travels with 200; an error raised before (auth, board, body) with its status
+ * from the spec's table; nothing answers 500.
+ */
+export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
+  const app = new Hono<Env>();
+  const auth = { on: ctx.config.auth === 'on', secret: ctx.config.tokenSecret };
+
+  app.get('/health', (c) => c.json({ ok: true, nodeId: ctx.config.nodeId }));
+
+  app.post(
+    '/rpc/:procedure',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw boardError('InvalidInput', `request body larger than ${MAX_BODY_BYTES} bytes`);
+      },
+    }),
+    async (c) => {
+      const name = c.req.param('procedure');
+      if (!isProcedureName(name)) {
+        throw boardError('UnknownProcedure', `unknown procedure "${name.slice(0, 100)}"`);
+      }
+      const scope = await authorize(c.req.raw.headers, PROCEDURES[name].verb, auth);
+      const input = await parseBody(c, name);
+      c.set('handlerRan', true);
+      const value = await runHandler(name, ctx, scope, input);
+      return c.json(ok(value));
+    },
+  );
+
+  app.get('/watch', async (c) => {
+    const scope = await authorize(c.req.raw.headers, 'read', auth);
+    const afterRaw = c.req.query('after');
+    let after: number | undefined;
+    if (afterRaw !== undefined && afterRaw !== '') {
+      if (!/^\d{1,15}$/.test(afterRaw))
+        throw boardError('InvalidInput', '"after" must be a watermark (an integer >= 0)');
+      after = Number(afterRaw);
+    }
+    c.set('handlerRan', true);
+    return streamSSE(c, async (stream) => {
+      const closed = new AbortController();
+      stream.onAbort(() => closed.abort());
+      await runWatch(
+        {
+          event: (event, data, id) =>
+            stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) }),
+          comment: (text) => stream.write(`: ${text}\n\n`).then(() => undefined),
+        },
+        {
+          db: ctx.store.db,
+          notifier: ctx.notifier,
+          board: scope.board,
+          after,
+          expiresAt: scope.expiresAt,
+          heartbeatMs: ctx.config.heartbeatMs,
+          signal: AbortSignal.any([signal, closed.signal]),
+          log: ctx.log,
+        },
+      );
+    });
+  });
+
+  app.notFound((c) => c.json(fail('NotFound', `no route ${c.req.method} ${c.req.path.slice(0, 200)}`), 404));
+
+  app.onError((err, c) => {
+    const ran = c.get('handlerRan') === true;
+    const { tag, message } = toWireError(err, ctx.log);
+    const status = ran ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
+    return c.json(fail(tag, message), status as ContentfulStatusCode);
+  });
+
+  return app;
+}
+
+async function parseBody(c: Context<Env>, name: ProcedureName): Promise<unknown> {
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (err) {
+    if (err instanceof BoardError) throw err;
+    throw boardError('InvalidInput', 'could not read the request body');
+  }
+  let body: unknown;
+  if (text.trim() === '') {
+    body = name === 'node.stats' ? {} : undefined;
+    if (body === undefined) throw boardError('InvalidInput', 'request body is empty; expected JSON');
+  } else {
+    try {
+      body = JSON.parse(text);
+    } catch (err) {
+      throw boardError('InvalidInput', `request body is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  const parsed = PROCEDURES[name].input.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
+    throw boardError('InvalidInput', `invalid ${name} input${where}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+async function runHandler(
+  name: ProcedureName,
+  ctx: NodeContext,
+  scope: RequestScope,
+  input: unknown,
+): Promise<unknown> {
+  // The input was parsed with PROCEDURES[name].input just above, so the cast only restates that.
+  const handler = handlers[name] as (
+    ctx: NodeContext,
+    scope: RequestScope,
+    input: ProcedureInput<typeof name>,
+  ) => Promise<unknown>;
+  return await handler(ctx, scope, input as ProcedureInput<typeof name>);
+}

@@ -1,0 +1,99 @@
+/**
+ * Replicas under a memory budget: the least recently used is closed when open replicas hold more
+ * memory than BOARD_REPLICA_MEMORY_MB, and re-attached from its file on demand, also after a
+ * node restart.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  cli,
+  IN_CI,
+  type NodeProcess,
+  openStoreFixture,
+  removeDataDir,
+  rpc,
+  STORES,
+  type StoreFixture,
+  serverPostgresAvailable,
+  startNode,
+  tempDir,
+  value,
+} from './fixtures.js';
+
+const T = [{ token: 't', entity: 'items' }];
+type Outcome = { cache: string; sync: { mode: string }; result: { rows: unknown[][] }; watermark: number };
+type Stats = {
+  replicas: {
+    open: number;
+    evicted: number;
+    memoryInUseBytes: number;
+    replicas: { board: string; memoryBytes: number }[];
+  };
+};
+
+for (const storeName of STORES) {
+  const missing = storeName === 'server' && !serverPostgresAvailable();
+  describe.skipIf(missing && !IN_CI)(`replica memory budget on the ${storeName} store`, () => {
+    let store: StoreFixture;
+    let node: NodeProcess;
+    let dir: string;
+    let env: Record<string, string>;
+    const count = (board: string) =>
+      rpc(node.url, 'query.execute', { sql: 'SELECT count(*), sum(n) FROM {{t}}', tables: T }, { board });
+
+    beforeAll(async () => {
+      store = await openStoreFixture(storeName);
+      dir = await tempDir('board-mem-');
+      env = {
+        ...store.env(dir),
+        BOARD_DATA_DIR: dir,
+        BOARD_REPLICA_MAX_OPEN: '16',
+        BOARD_REPLICA_MEMORY_MB: '1',
+      };
+      for (const b of ['m1', 'm2']) {
+        expect(
+          (await cli(['board', 'create', b, '--column', 'n:INTEGER', '--column', 'title:TEXT'], env)).code,
+        ).toBe(0);
+      }
+      node = await startNode(env);
+      for (const b of ['m1', 'm2']) {
+        for (let k = 0; k < 2; k++) {
+          const rows = Array.from({ length: 10_000 }, (_, i) => ({
+            id: `${b}-${k}-${i}`,
+            n: i,
+            title: `row ${i} of ${b}`,
+          }));
+          value(await rpc(node.url, 'mutate.insert', { rows }, { board: b }));
+        }
+      }
+    });
+
+    afterAll(async () => {
+      await node?.stop();
+      if (dir) await removeDataDir(dir);
+      await store?.stop();
+    });
+
+    it('closes the least recently used replica beyond the memory budget and re-attaches it', async () => {
+      value(await count('m1'));
+      const s1 = value<Stats>(await rpc(node.url, 'node.stats', {}, { board: 'm1' }));
+      expect(s1.replicas.replicas[0]?.memoryBytes).toBeGreaterThan(512 * 1024);
+      value(await count('m2'));
+      const s2 = value<Stats>(await rpc(node.url, 'node.stats', {}, { board: 'm1' }));
+      expect(s2.replicas.replicas.map((r) => r.board)).toEqual(['m2']);
+      expect(s2.replicas.evicted).toBeGreaterThanOrEqual(1);
+      const back = value<Outcome>(await count('m1'));
+      expect(back.cache).toBe('reattach');
+      expect(back.result.rows).toEqual([[20_000, 2 * ((9_999 * 10_000) / 2)]]);
+    });
+
+    it('re-attaches replica files after a restart and catches up incrementally', async () => {
+      await node.stop();
+      node = await startNode(env);
+      value(await rpc(node.url, 'mutate.insert', { rows: [{ id: 'late', n: 1 }] }, { board: 'm2' }));
+      const out = value<Outcome>(await count('m2'));
+      expect(out.cache).toBe('reattach');
+      expect(out.sync.mode).toBe('incremental');
+      expect(out.result.rows).toEqual([[20_001, 2 * ((9_999 * 10_000) / 2) + 1]]);
+    });
+  });
+}
