@@ -93,4 +93,9 @@ describe('npm start', () => {
     const stream = await watch(url, { board: 'demo', after: 0, until: (items) => events(items).length >= 1 });
     expect(events(stream.items)[0]).toMatchObject({ event: 'change', data: { seq: 1, kind: 'insert' } });
   });
+
+  it('keeps an idle watch stream alive with `: hb` comments at the default interval', async () => {
+    const idle = await watch(url, { board: 'demo', timeoutMs: 40_000, until: (items) => items.length >= 1 });
+    expect(idle.items).toEqual([{ comment: 'hb' }]);
+  });
 });
