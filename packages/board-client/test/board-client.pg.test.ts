@@ -399,6 +399,29 @@ for (const storeName of STORES) {
       await expect(unknown.next()).rejects.toMatchObject({ _tag: 'UnknownBoard' });
     });
 
+    it('an aborted signal gives Aborted, without retries', async () => {
+      const rec = flakyFetch(0);
+      const c = connect({ url: node.url, token: admin, fetch: rec.fetch }).board('tasks');
+      const ctl = new AbortController();
+      ctl.abort();
+      expect(tagOf(await c.query('SELECT 1', { signal: ctl.signal }))).toBe('Aborted');
+      expect(tagOf(await c.insert({ id: 'ab1' }, { idempotencyKey: 'ab1', signal: ctl.signal }))).toBe(
+        'Aborted',
+      );
+      expect(rec.seen).toHaveLength(0);
+    });
+
+    it('watch ends when the server closes the stream (token expiry), without reconnecting', async () => {
+      const now = Math.floor(Date.now() / 1000);
+      // exp two seconds ahead: the node ends the stream when it passes
+      const short = token(TOKEN_SECRET, { tasks: ['read'] }, { exp: now + 2 });
+      const rec = flakyFetch(0);
+      const c = connect({ url: node.url, token: short, fetch: rec.fetch }).board('tasks');
+      const events = [];
+      for await (const ev of c.watch({ after: 0 })) events.push(ev);
+      expect(rec.seen.filter((s) => s.url.includes('/watch'))).toHaveLength(1);
+    });
+
     it.runIf(storeName === 'server')(
       'atLeast after a write on another node sharing the PostgreSQL',
       async () => {

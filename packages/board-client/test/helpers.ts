@@ -10,7 +10,7 @@ const b64url = (s: string | Buffer) => Buffer.from(s).toString('base64url');
 export function token(
   secret: string,
   boards: Record<string, ('read' | 'write')[]>,
-  extra: { pin?: string; sub?: string } = {},
+  extra: { pin?: string; sub?: string; exp?: number } = {},
 ): string {
   const head = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
   const now = Math.floor(Date.now() / 1000);
