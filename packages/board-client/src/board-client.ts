@@ -1,6 +1,6 @@
 import type { Cell, ChangesPage, MutateAck, QueryOutcome, WatchEvent } from '@board/protocol';
 import { Kysely, type SelectQueryBuilder } from 'kysely';
-import { BoardDialect } from './dialect.js';
+import { BoardDialect, tablesFor } from './dialect.js';
 import { BoardError, errResult, okResult, type Result } from './errors.js';
 import { callRpc, type TransportConfig } from './transport.js';
 import type {
@@ -63,10 +63,13 @@ export class BoardClient<U = UserColumns> {
    * if (r.ok) console.log(r.value.result.columns, r.value.result.rows, r.value.servedBy);
    */
   async query(sql: string, options: QueryOptions = {}): Promise<Result<ClientQueryOutcome>> {
-    const tables = [...new Set([...sql.matchAll(/\{\{([A-Za-z0-9_]{1,32})\}\}/g)].map((m) => m[1]!))].map(
-      (token) => ({ token, entity: 'items' }),
+    return await this.#execute(
+      sql,
+      options.params ?? [],
+      tablesFor(sql),
+      options.minWatermark,
+      options.signal,
     );
-    return await this.#execute(sql, options.params ?? [], tables, options.minWatermark, options.signal);
   }
 
   async #execute(

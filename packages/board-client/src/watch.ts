@@ -1,4 +1,4 @@
-import type { ChangeRecord, WatchEvent } from '@board/protocol';
+import { type ChangeRecord, WATCH, type WatchEvent } from '@board/protocol';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { BoardError } from './errors.js';
 import { baseHeaders, sleep, type TransportConfig } from './transport.js';
@@ -20,7 +20,8 @@ export interface WatchOptions {
  *        │                  │ ──error {_tag}──▶ throw BoardError
  *        │                  │ ──server ended the stream──▶ done
  *        │                  │ ──signal aborted──▶ done
- *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused): reconnect with after=last;
+ *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, or silent: no headers within
+ *                               timeoutMs, no byte within 2 heartbeats + timeoutMs): reconnect with after=last;
  *                               more than `retry.times` consecutive failures ──▶ throw BoardError
  * ```
  *
@@ -44,13 +45,24 @@ export async function* watchStream(
       last = await startAt();
     }
     const query = last === undefined ? '' : `?after=${last}`;
+    // Watchdog: the headers must arrive within timeoutMs, then some bytes (at least the `: hb`
+    // heartbeat) within two heartbeat intervals; otherwise the connection counts as dropped.
+    const dog = new AbortController();
+    let timer = setTimeout(() => dog.abort(), config.timeoutMs);
+    const feed = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => dog.abort(), 2 * WATCH.heartbeatMs + config.timeoutMs);
+    };
+    const connSignal = signal ? AbortSignal.any([signal, dog.signal]) : dog.signal;
     let res: Response;
     try {
       res = await config.fetch(`${config.url}/watch${query}`, {
         headers: { ...baseHeaders(config, board), accept: 'text/event-stream' },
-        ...(signal ? { signal } : {}),
+        signal: connSignal,
       });
+      feed();
     } catch (err) {
+      clearTimeout(timer);
       if (signal?.aborted) return;
       if (++failures > config.retry.times) {
         throw new BoardError('TransportFailed', `watch: ${errorText(err)}`, { cause: err });
@@ -59,6 +71,7 @@ export async function* watchStream(
       continue;
     }
     if (res.status !== 200 || !res.body) {
+      clearTimeout(timer);
       const text = await res.text().catch(() => '');
       throw envelopeError(res.status, text);
     }
@@ -69,6 +82,7 @@ export async function* watchStream(
       for (;;) {
         const { done, value } = await reader.read();
         if (done) return; // the server closed the stream (token expired, node stopping)
+        feed();
         parser.feed(value);
         failures = 0;
         let records: ChangeRecord[] = [];
@@ -108,6 +122,7 @@ export async function* watchStream(
       }
       await sleep(config.retry.delayMs, signal);
     } finally {
+      clearTimeout(timer);
       reader.cancel().catch(() => undefined);
     }
   }

@@ -399,6 +399,27 @@ for (const storeName of STORES) {
       await expect(unknown.next()).rejects.toMatchObject({ _tag: 'UnknownBoard' });
     });
 
+    it('watch reconnects when a connection hangs without answering (watchdog at timeoutMs)', async () => {
+      let calls = 0;
+      const hangOnce: typeof fetch = (input, init) => {
+        if (String(input).includes('/watch') && calls++ === 0) {
+          return new Promise((_res, rej) => {
+            init?.signal?.addEventListener('abort', () => rej(init.signal?.reason), { once: true });
+          });
+        }
+        return fetch(input, init);
+      };
+      const w0 = must(await tasks.insert({ id: 'dog0' }));
+      const w1 = must(await tasks.insert({ id: 'dog1' }));
+      const c = connect({ url: node.url, token: admin, fetch: hangOnce, timeoutMs: 100 }).board('tasks');
+      const ctl = new AbortController();
+      const it = c.watch({ after: w0, signal: ctl.signal });
+      const first = await it.next();
+      ctl.abort();
+      expect(first.value).toEqual({ resync: false, records: [expect.objectContaining({ seq: w1 })] });
+      expect(calls).toBe(2);
+    });
+
     it('an aborted signal gives Aborted, without retries', async () => {
       const rec = flakyFetch(0);
       const c = connect({ url: node.url, token: admin, fetch: rec.fetch }).board('tasks');
