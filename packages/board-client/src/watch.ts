@@ -22,7 +22,7 @@ export interface WatchOptions {
  *        │                  │ ──signal aborted──▶ done
  *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, or silent: no headers within
  *                               timeoutMs, no byte within 2 heartbeats + timeoutMs): reconnect with after=last;
- *                               more than `retry.times` consecutive failures ──▶ throw BoardError
+ *                               (give up ──▶ throw BoardError: see `reconnectDelay`)
  * ```
  *
  * Resume: `last` is the seq of the last record handed to the consumer (or a resync's `from`), so
@@ -39,6 +39,13 @@ export async function* watchStream(
   const signal = options.signal;
   let last = options.after;
   let failures = 0;
+  let droppedAt = 0;
+  /** Delay before the next reconnect, or undefined to give up. */
+  const reconnectDelay = (): number | undefined => {
+    if (failures === 0) droppedAt = performance.now();
+    failures++;
+    return nextReconnectDelay(config, failures, performance.now() - droppedAt);
+  };
   while (!signal?.aborted) {
     if (last === undefined) {
       // Pin the start so that a reconnect before the first change loses nothing.
@@ -64,10 +71,10 @@ export async function* watchStream(
     } catch (err) {
       clearTimeout(timer);
       if (signal?.aborted) return;
-      if (++failures > config.retry.times) {
+      const delay = reconnectDelay();
+      if (delay === undefined)
         throw new BoardError('TransportFailed', `watch: ${errorText(err)}`, { cause: err });
-      }
-      await sleep(config.retry.delayMs, signal);
+      await sleep(delay, signal);
       continue;
     }
     if (res.status !== 200 || !res.body) {
@@ -117,15 +124,32 @@ export async function* watchStream(
     } catch (err) {
       if (err instanceof BoardError) throw err;
       if (signal?.aborted) return;
-      if (++failures > config.retry.times) {
+      const delay = reconnectDelay();
+      if (delay === undefined)
         throw new BoardError('TransportFailed', `watch: ${errorText(err)}`, { cause: err });
-      }
-      await sleep(config.retry.delayMs, signal);
+      await sleep(delay, signal);
     } finally {
       clearTimeout(timer);
       reader.cancel().catch(() => undefined);
     }
   }
+}
+
+/**
+ * Reconnect policy after the `failures`-th consecutive failed connection, `elapsedMs` after the
+ * drop: none when `retry.times` is 0; otherwise keep trying while fewer than `retry.times`
+ * attempts failed or the drop is younger than `timeoutMs` (so a node restart within the deadline
+ * is ridden out with the defaults), waiting `retry.delayMs` doubled per failure, at most 1 s.
+ */
+export function nextReconnectDelay(
+  config: Pick<TransportConfig, 'retry' | 'timeoutMs'>,
+  failures: number,
+  elapsedMs: number,
+): number | undefined {
+  const { times, delayMs } = config.retry;
+  if (times <= 0) return undefined;
+  if (failures > times && elapsedMs >= config.timeoutMs) return undefined;
+  return Math.min(delayMs * 2 ** Math.min(failures - 1, 20), Math.max(delayMs, 1000));
 }
 
 function errorText(err: unknown): string {
