@@ -49,7 +49,12 @@ export class BoardClient<U = UserColumns> {
     this.#last = { read: { watermark: null, servedBy: null, cache: null } };
   }
 
-  /** The read floor set by {@link atLeast} (undefined when none). */
+  /**
+   * The read floor set by {@link atLeast} (undefined when none).
+   *
+   * @example
+   * board.atLeast(42).floor; // 42
+   */
   get floor(): number | undefined {
     return this.#floor;
   }

@@ -24,6 +24,9 @@ export type QueryRunner = (
 ) => Promise<Result<QueryOutcome>>;
 
 /**
+ * @example
+ * new BoardQueryCompiler(); // used by BoardDialect: selectFrom('items') compiles to `from {{items}}`
+ *
  * Compiles like PostgreSQL (DuckDB shares its `$1` parameters and `"quoted"` identifiers), except
  * that the board's table is written as the placeholder token `{{items}}`; the node replaces it with
  * the replica's table, so `"items"."id"` column references keep working.
@@ -98,7 +101,11 @@ class BoardDriver implements Driver {
 
 /**
  * The Kysely dialect of a board: every query is one `query.execute` on the board, with
- * `{{items}}` placeholders and the matching `tables` list. Reads only.
+ * `{{items}}` placeholders and the matching `tables` list. Reads only. `board.db` is built on it;
+ * use it directly only to plug in your own runner.
+ *
+ * @example
+ * const db = new Kysely<BoardDatabase<{}>>({ dialect: new BoardDialect(async (sql, params, tables) => runSomewhere(sql, params, tables)) });
  */
 export class BoardDialect implements Dialect {
   constructor(private readonly run: QueryRunner) {}
