@@ -24,12 +24,12 @@ export type QueryRunner = (
 ) => Promise<Result<QueryOutcome>>;
 
 /**
- * @example
- * new BoardQueryCompiler(); // used by BoardDialect: selectFrom('items') compiles to `from {{items}}`
- *
  * Compiles like PostgreSQL (DuckDB shares its `$1` parameters and `"quoted"` identifiers), except
  * that the board's table is written as the placeholder token `{{items}}`; the node replaces it with
  * the replica's table, so `"items"."id"` column references keep working.
+ *
+ * @example
+ * board.selectAll().where('id', '=', 'x').compile().sql; // 'select * from {{items}} where "id" = $1'
  */
 export class BoardQueryCompiler extends PostgresQueryCompiler {
   protected override visitTable(node: TableNode): void {
