@@ -15,6 +15,12 @@ const programs = [
     name: 'orchd',
     bundleDependencies: false,
   },
+  {
+    entry: 'packages/agent/src/main.ts',
+    outdir: 'packages/agent/dist',
+    name: 'orch-agent',
+    bundleDependencies: false,
+  },
 ];
 
 /** Keeps npm dependencies external; workspace packages are bundled from source. */
