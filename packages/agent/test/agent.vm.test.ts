@@ -175,6 +175,7 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       'POST',
       '/v1/vms',
       vmRequest('vm-web', {
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: shell syntax, not a template
         startup_script:
           'mkdir -p /tmp/www\necho "token length ${#API_TOKEN}" > /tmp/www/index.html\nhttpd -p 8080 -h /tmp/www\necho started web\n',
         secrets: { API_TOKEN: secret },

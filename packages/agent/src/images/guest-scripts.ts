@@ -84,6 +84,9 @@ export const ORCH_GUEST_AGENT = `#!/orch/bin/sh
 #   s ID SCRIPT_B64 ENV_B64 MANIFEST_B64     start the startup script with ENV (sourced, then deleted)
 #                                            and its output on port log0; answer: S ID
 #   t ID EPOCH_SECONDS                       set the clock; answer: T ID
+# Unsolicited (guest -> host): H - UPTIME_SECONDS each time the agent opens the port: the guest is
+# ready. The host writes nothing before it has seen H (bytes written to a port the guest has not
+# opened yet can stay stuck in QEMU's socket chardev).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/orch/bin
 B=/orch/bin/busybox
 R=/run/orch
@@ -153,6 +156,7 @@ handle() {
 }
 while :; do
   exec 3<>"$AG"
+  say hello "H - $($B cut -d' ' -f1 /proc/uptime)"
   while IFS= read -r line <&3; do
     handle "$line" &
   done

@@ -16,7 +16,6 @@ export interface GuestExecResult {
   readonly stderrBytes: number;
 }
 
-const b64 = (s: string) => (s === '-' ? '-' : s);
 const enc = (data: string | Buffer) => {
   const b = typeof data === 'string' ? Buffer.from(data) : data;
   return b.length === 0 ? '-' : b.toString('base64');
@@ -36,10 +35,17 @@ export class GuestChannel {
   >();
   private next = 0;
   private closed = false;
+  private hello: { uptime: number } | undefined;
+  private onHello: (() => void) | undefined;
 
   private constructor(private readonly socket: Socket) {
     onLines(socket, (line) => {
       const fields = line.split(' ');
+      if (fields[0] === 'H') {
+        this.hello = { uptime: Number(fields[2]) };
+        this.onHello?.();
+        return;
+      }
       const id = fields[1];
       if (id === undefined) return;
       const p = this.pending.get(id);
@@ -86,9 +92,28 @@ export class GuestChannel {
   }
 
   /**
-   * Pings until the guest agent answers or `deadline` passes (requests sent before the agent opened
-   * its port are delivered then, so pings are repeated rather than waited on). Resolves with the
-   * guest's uptime in seconds.
+   * Waits for the guest agent's hello (sent when it opens its port after a cold boot); nothing is
+   * written to the port before it, since bytes sent to a port the guest has not opened can stay
+   * stuck in QEMU. Resolves with the guest's uptime in seconds.
+   */
+  async waitHello(deadline: number, isAlive: () => boolean): Promise<number> {
+    while (!this.hello) {
+      if (!isAlive() || this.closed) throw new GuestChannelError('QEMU exited before the guest came up');
+      if (Date.now() > deadline) throw new GuestChannelError('the guest agent did not come up in time');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 200);
+        this.onHello = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    return this.hello.uptime;
+  }
+
+  /**
+   * Pings until the guest agent answers or `deadline` passes: after a live restore the agent has
+   * its port open already and sends no hello. Resolves with the guest's uptime in seconds.
    */
   async waitReady(deadline: number, isAlive: () => boolean): Promise<number> {
     for (;;) {
@@ -96,7 +121,7 @@ export class GuestChannel {
       const left = deadline - Date.now();
       if (left <= 0) throw new GuestChannelError('the guest agent did not come up in time');
       try {
-        const f = await this.request(['p'], Math.min(500, left));
+        const f = await this.request(['p'], Math.min(2000, left));
         return Number(f[2]);
       } catch (err) {
         if (this.closed) throw err;
@@ -135,5 +160,3 @@ export class GuestChannel {
     this.socket.destroy();
   }
 }
-
-void b64;

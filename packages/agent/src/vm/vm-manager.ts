@@ -352,7 +352,7 @@ export class VmManager {
       await vm.channel.waitReady(deadline, alive);
       await vm.channel.setTime(Date.now() / 1000).catch(() => undefined);
     } else {
-      await vm.channel.waitReady(deadline, alive);
+      await vm.channel.waitHello(deadline, alive);
       const env = Object.entries(req.secrets)
         .filter(([k]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k))
         .map(([k, v]) => `export ${k}=${q(v)}\n`)
