@@ -3,7 +3,11 @@
 # `orch compile` on a shipped example, then `orchd` on its embedded defaults (Ctrl-C stops it).
 source "$(dirname "$0")/setup.sh"
 ensure_node
+ensure_debian "${AGENT_DEBIAN_PACKAGES[@]}"
 ensure_npm_packages
+
+log "orch-agent setup: guest kernel, initramfs and base images (cached under ${AGENT_DATA_DIR:-.data/orch-agent})"
+npx --no-install orch-agent setup
 
 log "orch compile examples/services-secrets/orch.yaml"
 npx --no-install orch compile examples/services-secrets/orch.yaml
@@ -17,5 +21,6 @@ if [ -z "${ORCH_DATA_DIR:-}" ]; then
 fi
 export ORCH_DATA_DIR
 log "starting orchd on http://127.0.0.1:${ORCH_PORT:-8080} (embedded store in $ORCH_DATA_DIR; Ctrl-C stops it)"
+log "in another shell: MICROVM_AGENT_TOKEN=<token> npx orch-agent   (the host agent, port 9090)"
 log "in another shell: npx orch connect http://127.0.0.1:${ORCH_PORT:-8080} && npx orch host list"
 exec npx --no-install orchd

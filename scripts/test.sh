@@ -5,8 +5,11 @@ source "$(dirname "$0")/setup.sh"
 ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
 # postgresql: the server store that orchd reaches through DATABASE_URL in the *.pg.test.ts suites.
-ensure_debian strace postgresql
+# qemu-system-x86 ... lz4: orch-agent's microVMs in the *.vm.test.ts suites (see packages/agent).
+ensure_debian strace postgresql "${AGENT_DEBIAN_PACKAGES[@]}"
 ensure_npm_packages
+log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached)"
+npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"
 
 log "lint and format check (biome)"
 npx --no-install biome check .
