@@ -48,7 +48,7 @@ export class AgentError extends Error {
 
   /** The host's disk is full (or would be): `unavailable` with `details.reason = "disk_full"`. */
   static diskFull(message: string, details: Record<string, unknown> = {}): AgentError {
-    return new AgentError('unavailable', message, { reason: 'disk_full', ...details }, 507);
+    return new AgentError('unavailable', message, { reason: 'disk_full', ...details });
   }
 
   /** QEMU (or another host tool) is not installed: `unavailable` with `details.reason = "missing_tool"`. */

@@ -73,7 +73,11 @@ export class AgentProcess {
     const assets = ensureGuestAssets();
     const dir = mkdtempSync(join(tmpdir(), 'orch-agent-test-'));
     symlinkSync(join(assets, 'kernel'), join(dir, 'kernel'));
-    symlinkSync(join(assets, 'images'), join(dir, 'images'));
+    // Images one by one, so that a test can import more into its own data dir.
+    mkdirSync(join(dir, 'images'));
+    for (const name of readdirSync(join(assets, 'images'))) {
+      if (!name.startsWith('.')) symlinkSync(join(assets, 'images', name), join(dir, 'images', name));
+    }
     return dir;
   }
 

@@ -1,11 +1,24 @@
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import type { AgentInfo, AgentVm, SnapshotArtifact } from '@orch/protocol';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
-import { AgentProcess, qemuAvailable, qemuPids, vmRequest } from './agent-process.js';
+import { AGENT_BIN, AgentProcess, qemuAvailable, qemuPids, vmRequest } from './agent-process.js';
 
 const hasQemu = qemuAvailable();
 
@@ -175,9 +188,8 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       'POST',
       '/v1/vms',
       vmRequest('vm-web', {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: shell syntax, not a template
         startup_script:
-          'mkdir -p /tmp/www\necho "token length ${#API_TOKEN}" > /tmp/www/index.html\nhttpd -p 8080 -h /tmp/www\necho started web\n',
+          'mkdir -p /tmp/www\necho "token length $(expr length "$API_TOKEN")" > /tmp/www/index.html\nhttpd -p 8080 -h /tmp/www\necho started web\n',
         secrets: { API_TOKEN: secret },
         expose: [{ port: 8080, as: 'web' }],
       }),
@@ -317,6 +329,59 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect(qemuPids(join(dataDir, 'vms', 'vm-short'))).toEqual([]);
     expect((await agent.request('DELETE', '/v1/vms/vm-short')).status).toBe(204);
     expect(existsSync(join(dataDir, 'vms', 'vm-short'))).toBe(false);
+  });
+
+  test('a root filesystem tarball imported as an image boots, with the guest runtime added', async () => {
+    const tree = mkdtempSync(join(tmpdir(), 'orch-rootfs-'));
+    try {
+      mkdirSync(join(tree, 'bin'));
+      mkdirSync(join(tree, 'etc'));
+      copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'));
+      symlinkSync('busybox', join(tree, 'bin', 'sh'));
+      writeFileSync(join(tree, 'etc', 'motd'), 'imported image\n');
+      execFileSync('tar', ['-C', tree, '-cf', join(tree, '..', `${basename(tree)}.tar`), '.']);
+      const r = spawnSync(
+        process.execPath,
+        [AGENT_BIN, 'image', 'import', 'imported', join(tree, '..', `${basename(tree)}.tar`)],
+        {
+          env: { PATH: process.env.PATH ?? '', AGENT_DATA_DIR: dataDir },
+          encoding: 'utf8',
+        },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toContain('image imported: ready');
+    } finally {
+      rmSync(tree, { recursive: true, force: true });
+      rmSync(`${tree}.tar`, { force: true });
+    }
+    expect((await agent.request<AgentInfo>('GET', '/v1/info')).body.images).toEqual(['busybox', 'imported']);
+    await agent.request('POST', '/v1/vms', vmRequest('vm-imported', {}, { image: 'imported' }));
+    expect((await agent.waitVm('vm-imported')).state).toBe('running');
+    expect((await agent.exec('vm-imported', ['cat', '/etc/motd'])).stdout).toBe('imported image\n');
+    expect((await agent.request('DELETE', '/v1/vms/vm-imported')).status).toBe(204);
+  });
+
+  test.runIf(process.getuid?.() === 0)('a full disk is a clear error at create time', async () => {
+    // A 64 MiB filesystem as the data dir: less than a VM disk needs.
+    const small = mkdtempSync(join(tmpdir(), 'orch-agent-small-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', small]);
+    let other: AgentProcess | undefined;
+    try {
+      symlinkSync(join(dataDir, 'kernel'), join(small, 'kernel'));
+      symlinkSync(join(dataDir, 'images'), join(small, 'images'));
+      other = await AgentProcess.start({ dataDir: small });
+      const r = await other.request<{
+        error: { code: string; message: string; details: { reason: string } };
+      }>('POST', '/v1/vms', vmRequest('vm-nospace'));
+      expect(r.status).toBe(503);
+      expect(r.body.error.details.reason).toBe('disk_full');
+      expect(r.body.error.message).toContain('not enough free disk space');
+      expect((await other.request('GET', '/v1/vms/vm-nospace')).status).toBe(404);
+    } finally {
+      await other?.stop();
+      execFileSync('umount', [small]);
+      rmSync(small, { recursive: true, force: true });
+    }
   });
 
   test('after an agent restart a VM that was running is reported gone and nothing is left running', async () => {
