@@ -195,7 +195,7 @@ try {
       argv: [
         'sh',
         '-c',
-        '(i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done) >/dev/null 2>&1 &',
+        '(i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.1; done) >/dev/null 2>&1 &',
       ],
     });
     let t0 = performance.now();
