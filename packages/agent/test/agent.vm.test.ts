@@ -361,6 +361,41 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect((await agent.request('DELETE', '/v1/vms/vm-imported')).status).toBe(204);
   });
 
+  test('a VM whose QEMU dies is reported as error, with its port released', async () => {
+    await agent.request('POST', '/v1/vms', vmRequest('vm-crash', { expose: [{ port: 80, as: 'http' }] }));
+    const vm = await agent.waitVm('vm-crash');
+    expect(vm.state).toBe('running');
+    const [pid] = qemuPids(join(dataDir, 'vms', 'vm-crash'));
+    process.kill(pid!, 'SIGKILL');
+    const crashed = await agent.waitVm('vm-crash', ['error']);
+    expect(crashed.error).toContain('QEMU exited unexpectedly');
+    expect(await portIsFree(vm.ports[0]!.host_port)).toBe(true);
+    expect((await agent.request('DELETE', '/v1/vms/vm-crash')).status).toBe(204);
+    expect(existsSync(join(dataDir, 'vms', 'vm-crash'))).toBe(false);
+  });
+
+  test('--accel auto probes KVM with a real boot, caches the verdict, and what it picks runs guests', async () => {
+    const dir = AgentProcess.makeDataDir();
+    let other: AgentProcess | undefined;
+    try {
+      other = await AgentProcess.start({ dataDir: dir, env: { AGENT_ACCEL: 'auto' } });
+      const info = (await other.request<AgentInfo>('GET', '/v1/info')).body;
+      expect(['kvm', 'tcg']).toContain(info.accelerator);
+      if (existsSync('/dev/kvm')) {
+        const verdict = JSON.parse(readFileSync(join(dir, 'accel.json'), 'utf8')) as { accelerator: string };
+        expect(verdict.accelerator).toBe(info.accelerator);
+      }
+      await other.request('POST', '/v1/vms', vmRequest('vm-auto'));
+      const vm = await other.waitVm('vm-auto');
+      expect(vm.state).toBe('running');
+      expect(vm.accelerator).toBe(info.accelerator);
+      expect((await other.exec('vm-auto', ['echo', 'ok'])).stdout).toBe('ok\n');
+    } finally {
+      await other?.stop();
+      AgentProcess.removeDataDir(dir);
+    }
+  });
+
   test.runIf(process.getuid?.() === 0)('a full disk is a clear error at create time', async () => {
     // A 64 MiB filesystem as the data dir: less than a VM disk needs.
     const small = mkdtempSync(join(tmpdir(), 'orch-agent-small-'));
