@@ -306,6 +306,13 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect(restored.status).toBe(202);
     expect((await agent.waitVm('vm-cold')).state).toBe('running');
     expect((await agent.exec('vm-cold', ['cat', '/root/marker'])).stdout).toBe('kept\n');
+    // A cold boot runs the startup script of the new request.
+    let log = '';
+    for (let i = 0; i < 100 && !log.includes('cold boot'); i++) {
+      log = (await agent.request<string>('GET', '/v1/vms/vm-cold/log')).body ?? '';
+      if (!log.includes('cold boot')) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(log).toContain('cold boot');
     // A cold boot: no process of the old guest, a fresh uptime.
     expect((await agent.exec('vm-cold', ['sh', '-c', 'ps | grep -c "[s]leep 0.1"'])).stdout.trim()).toBe('0');
     const uptimeNew = Number((await agent.exec('vm-cold', ['cut', '-d.', '-f1', '/proc/uptime'])).stdout);

@@ -67,6 +67,16 @@ test('without QEMU the agent starts, says so, and refuses to create a VM with a 
     expect(r.body.error.code).toBe('unavailable');
     expect(r.body.error.details.reason).toBe('missing_tool');
     expect(r.body.error.message).toContain('qemu-system-x86');
+    const badSecret = await agent.request<{ error: { code: string; message: string } }>('POST', '/v1/vms', {
+      id: 'vm2',
+      spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 60 },
+      manifest_inline: '',
+      startup_script: '',
+      secrets: { 'not-a-var': 'x' },
+    });
+    expect(badSecret.status).toBe(400);
+    expect(badSecret.body.error.message).toContain('secret name "not-a-var"');
+    expect(badSecret.body.error.message).not.toContain('"x"');
     const bad = await agent.request<{ error: { code: string } }>('POST', '/v1/vms', { id: 'x', nope: 1 });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('invalid_argument');

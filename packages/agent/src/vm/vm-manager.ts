@@ -209,6 +209,13 @@ export class VmManager {
       throw AgentError.conflict(`VM ${JSON.stringify(req.id)} already exists`, { id: req.id });
     if (req.spec.gpu)
       throw AgentError.invalid('this host has no GPUs (spec.gpu is set)', { field: 'spec.gpu' });
+    const badSecret = Object.keys(req.secrets).find((k) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k));
+    if (badSecret !== undefined) {
+      throw AgentError.invalid(
+        `secret name ${JSON.stringify(badSecret)} cannot be an environment variable name (letters, digits, _; not starting with a digit)`,
+        { field: 'secrets' },
+      );
+    }
     if (req.seed_snapshot_id && req.restore_snapshot_id) {
       throw AgentError.invalid('set seed_snapshot_id or restore_snapshot_id, not both');
     }
@@ -354,7 +361,6 @@ export class VmManager {
     } else {
       await vm.channel.waitHello(deadline, alive);
       const env = Object.entries(req.secrets)
-        .filter(([k]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k))
         .map(([k, v]) => `export ${k}=${q(v)}\n`)
         .join('');
       const manifest = Buffer.from(req.manifest_inline, 'base64').toString('utf8');
@@ -391,7 +397,9 @@ export class VmManager {
     vm.intentionalStop = true;
     if (vm.timer) clearTimeout(vm.timer);
     if (vm.alive) {
-      await vm.qmp?.execute('quit').catch(() => undefined);
+      // A clean QMP quit when QMP is up; otherwise (still starting) there is nothing to save.
+      if (vm.qmp) await vm.qmp.execute('quit').catch(() => undefined);
+      else vm.proc?.kill('SIGKILL');
       const killer = setTimeout(() => vm.proc?.kill('SIGKILL'), 3000);
       await vm.exited;
       clearTimeout(killer);
