@@ -264,6 +264,10 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     const vm = await agent.waitVm('vm-resumed');
     expect(vm.state).toBe('running');
     expect(vm.restored_from).toBe('snap-live');
+    // The startup log continues from the snapshot's.
+    expect((await agent.request<string>('GET', '/v1/vms/vm-resumed/log')).body).toContain(
+      '[orch] startup script exited with status 0',
+    );
     const first = Number((await agent.exec('vm-resumed', ['cat', '/tmp/counter'])).stdout);
     expect(first).toBeGreaterThanOrEqual(before);
     let later = first;

@@ -80,7 +80,7 @@ export function qemuArgv(a: QemuArgs): string[] {
     '-device',
     'virtserialport,chardev=agent,name=agent0',
     '-chardev',
-    `file,id=log,path=${a.dir}/startup.log`,
+    `file,id=log,path=${a.dir}/startup.log,append=on`,
     '-device',
     'virtserialport,chardev=log,name=log0',
     '-device',

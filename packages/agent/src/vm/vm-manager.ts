@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, statfs, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -300,8 +300,11 @@ export class VmManager {
       if (from.baseImage) {
         await run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', from.baseImage, disk, size]);
       } else {
-        const snapDisk = join(layout.snapshotDir(from.snapshot!.snapshot_id), 'disk.qcow2');
-        await run(['cp', '--sparse=always', snapDisk, disk]);
+        const snapDir = layout.snapshotDir(from.snapshot!.snapshot_id);
+        await run(['cp', '--sparse=always', join(snapDir, 'disk.qcow2'), disk]);
+        // A live restore continues the startup script's log (its processes continue too).
+        if (from.live)
+          await copyFile(join(snapDir, 'startup.log'), join(vm.dir, 'startup.log')).catch(() => undefined);
         if (!from.live && vm.record.spec.storage_gb > from.snapshot!.spec.storage_gb) {
           await run(['qemu-img', 'resize', '-q', disk, size]);
         }
@@ -563,6 +566,8 @@ export class VmManager {
         join(vm.dir, 'disk.qcow2'),
         join(dir, 'disk.qcow2'),
       ]);
+      if (kind === 'live')
+        await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
       await rm(dir, { recursive: true, force: true });
       if (isDiskFull(err))
