@@ -323,6 +323,14 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect(uptimeNew).toBeLessThan(uptimeOld);
     expect((await agent.request('DELETE', '/v1/vms/vm-cold')).status).toBe(204);
 
+    // A build artifact seeds a new environment's root disk the same way (from-build mode).
+    await agent.request('POST', '/v1/vms', vmRequest('vm-seeded', { seed_snapshot_id: 'snap-disk' }));
+    const seeded = await agent.waitVm('vm-seeded');
+    expect(seeded.state).toBe('running');
+    expect(seeded.restored_from).toBeNull();
+    expect((await agent.exec('vm-seeded', ['cat', '/root/marker'])).stdout).toBe('kept\n');
+    expect((await agent.request('DELETE', '/v1/vms/vm-seeded')).status).toBe(204);
+
     expect((await agent.request('DELETE', '/v1/snapshots/snap-disk')).status).toBe(204);
     expect((await agent.request('DELETE', '/v1/snapshots/snap-disk')).status).toBe(404);
     expect((await agent.request('GET', '/v1/snapshots/snap-disk/data')).status).toBe(404);
