@@ -14,12 +14,36 @@ const workspaceAliases = Object.fromEntries(
   }),
 );
 
+const testDirs = ['packages/*/src/**/', 'packages/*/test/**/'];
+
 export default defineConfig({
   resolve: { conditions: ['source'], alias: workspaceAliases },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     globalSetup: ['scripts/vitest-global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: testDirs.map((d) => `${d}*.test.ts`),
+          exclude: ['**/node_modules/**', '**/*.vm.test.ts'],
+        },
+      },
+      // Suites that boot QEMU VMs: after every other suite, one file at a time, so that their
+      // CPU-heavy guests (and the stress test's busy cores) do not slow the other suites down.
+      {
+        extends: true,
+        test: {
+          name: 'vm',
+          include: testDirs.map((d) => `${d}*.vm.test.ts`),
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+        },
+      },
+    ],
   },
 });

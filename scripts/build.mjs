@@ -52,6 +52,12 @@ const programs = [
     name: 'board-router',
     bundleDependencies: false,
   },
+  {
+    entry: 'packages/agent/src/main.ts',
+    outdir: 'packages/agent/dist',
+    name: 'orch-agent',
+    bundleDependencies: false,
+  },
 ];
 
 /** Keeps npm dependencies external; workspace packages are bundled from source. */

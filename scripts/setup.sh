@@ -5,6 +5,10 @@
 #   ensure_debian NAME.. apt-get install the Debian packages that are not installed yet
 set -euo pipefail
 
+# What orch-agent runs VMs with: QEMU (microvm machine), qemu-img, the static busybox of the guest
+# images, mkfs.ext4/resize2fs, lz4 (unpacks the kernel), setpriv (util-linux).
+AGENT_DEBIAN_PACKAGES=(qemu-system-x86 qemu-utils busybox-static e2fsprogs lz4 util-linux)
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Quick start, command 1: install what is missing, then run the local stack until Ctrl-C:
 #   - a preview of `orch compile` on a shipped example definition;
-#   - board-node on its embedded PostgreSQL (data in .data/board) with a demo board, on :8787;
-#   - orchd on its embedded PostgreSQL (data in .data/orchd): API and dashboard on :8080.
+#   - orchd on its embedded PostgreSQL (data in .data/orchd): API and dashboard on :8080;
+#   - orch-agent (real QEMU microVMs; kernel and images from `orch-agent setup`) on :9090,
+#     registered with orchd as host `local`, and the `orch` CLI connected to orchd;
+#   - board-node on its embedded PostgreSQL (data in .data/board) with a demo board, on :8787.
 source "$(dirname "$0")/setup.sh"
 ensure_node
+ensure_debian "${AGENT_DEBIAN_PACKAGES[@]}"
 ensure_npm_packages
+
+log "orch-agent setup: guest kernel, initramfs and base images (cached under ${AGENT_DATA_DIR:-.data/orch-agent})"
+npx --no-install orch-agent setup
 
 log "orch compile examples/services-secrets/orch.yaml"
 npx --no-install orch compile examples/services-secrets/orch.yaml
 
 export ORCH_DATA_DIR="${ORCH_DATA_DIR:-$ROOT/.data/orchd}"
 export ORCH_PORT="${ORCH_PORT:-8080}"
+export AGENT_PORT="${AGENT_PORT:-9090}"
+# One token shared by orchd (its default microvm-agent token) and the local agent, new each start.
+export MICROVM_AGENT_TOKEN="${MICROVM_AGENT_TOKEN:-$(node -p 'require("crypto").randomBytes(24).toString("base64url")')}"
 export BOARD_DATA_DIR="${BOARD_DATA_DIR:-$ROOT/.data/board}"
 export BOARD_PORT="${BOARD_PORT:-8787}"
 # The local demo runs without tokens on 127.0.0.1; see packages/board-server/README.md for auth.
@@ -29,13 +38,25 @@ log "board-node: demo board \`demo\` (embedded PostgreSQL under $BOARD_DATA_DIR)
 npx --no-install board-node board create demo --column title:TEXT --column points:INTEGER --if-not-exists
 npx --no-install board-node &
 pids+=($!)
-
 npx --no-install orchd &
 pids+=($!)
+npx --no-install orch-agent &
+pids+=($!)
 
+# Register the local agent once both answer (orchd's auth is off unless ORCH_AUTH_TOKEN is set).
+orch_url="http://127.0.0.1:$ORCH_PORT"
+node -e '
+  const urls = process.argv.slice(1);
+  const up = async (u) => { try { await fetch(u); return true; } catch { return false; } };
+  (async () => { for (let i = 0; i < 240; i++) { if ((await Promise.all(urls.map(up))).every(Boolean)) return; await new Promise((r) => setTimeout(r, 500)); } })();
+' "$orch_url/session" "http://127.0.0.1:$AGENT_PORT/v1/info"
+connect=(npx --no-install orch connect "$orch_url" --name local)
+[ -z "${ORCH_AUTH_TOKEN:-}" ] || connect+=(--token "$ORCH_AUTH_TOKEN" --master)
+"${connect[@]}" && npx --no-install orch host register --url "http://127.0.0.1:$AGENT_PORT" --id local
+
+log "orchd on $orch_url (dashboard in a browser; embedded store in $ORCH_DATA_DIR)"
+log "try: npx orch up examples/hello && npx orch env list && npx orch exec <env> -- uname -a"
 log "board-node on http://127.0.0.1:$BOARD_PORT (try the curl commands in README.md)"
-log "orchd on http://127.0.0.1:$ORCH_PORT (dashboard in a browser; embedded store in $ORCH_DATA_DIR)"
-log "in another shell: npx orch connect http://127.0.0.1:$ORCH_PORT && npx orch host list"
 log "Ctrl-C stops everything"
 # Runs until Ctrl-C, or until one of the services exits (then the others are stopped too).
 wait -n

@@ -42,6 +42,10 @@ describe('npm start', () => {
         BOARD_DATA_DIR: join(dir, 'data'),
         ORCH_PORT: String(orchdPort),
         ORCH_DATA_DIR: join(dir, 'orchd'),
+        AGENT_PORT: String(await freePort()),
+        // The kernel and images the test command's `orch-agent setup` cached already.
+        AGENT_DATA_DIR: join(ROOT, '.data/test-agent-assets'),
+        XDG_CONFIG_HOME: join(dir, 'config'),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -52,7 +56,7 @@ describe('npm start', () => {
       out += String(d);
     });
     const t0 = Date.now();
-    while (!out.includes('listening on') || !out.includes('"orchd listening"')) {
+    while (!out.includes('listening on') || !out.includes('Ctrl-C stops everything')) {
       if (proc.exitCode !== null) throw new Error(`start.sh exited early:\n${out}`);
       if (Date.now() - t0 > 120_000) throw new Error(`board-node did not start:\n${out}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -98,10 +102,20 @@ describe('npm start', () => {
     expect(events(stream.items)[0]).toMatchObject({ event: 'change', data: { seq: 1, kind: 'insert' } });
   });
 
-  it('runs orchd beside it: the API answers and the dashboard is served', async () => {
+  it('runs orchd beside it with the local orch-agent registered, and serves the dashboard', async () => {
     const hosts = await fetch(`http://127.0.0.1:${orchdPort}/v1/hosts`);
     expect(hosts.status).toBe(200);
-    expect(await hosts.json()).toEqual({ hosts: [] });
+    const body = (await hosts.json()) as {
+      hosts: { id: string; kind: string; health: string; images: string[] }[];
+    };
+    expect(body.hosts).toEqual([
+      expect.objectContaining({
+        id: 'local',
+        kind: 'microvm',
+        health: 'healthy',
+        images: expect.arrayContaining(['busybox']),
+      }),
+    ]);
     const page = await fetch(`http://127.0.0.1:${orchdPort}/`);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('/assets/app.js');

@@ -1,0 +1,245 @@
+// orch-agent VM timings under TCG, interleaved in one run (the machine is noisy: compare ratios).
+//   (a) cold boot to guest-ready through the agent (POST /v1/vms until GET says `running`, i.e.
+//       the guest agent has said hello and the startup script was handed over) vs raw
+//       qemu-system-x86_64 booting the same kernel, initramfs and image (process start until the
+//       guest agent's hello on its virtio-serial socket);
+//   (b) live resume (POST /v1/vms with restore_snapshot_id of a live snapshot, until `running`
+//       and the guest answers a ping) vs cold boot through the agent;
+//   (c) snapshot size and time, live and disk, of a 256 MiB guest.
+// Needs `npm run build` and the guest assets (`npx orch-agent setup --data-dir .data/test-agent-assets`,
+// done by npm test).
+//
+//   node bench/agent-boot.mjs [rounds]     (default 5)
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const rounds = Number(process.argv[2] ?? 5);
+const ASSETS = resolve('.data/test-agent-assets');
+const TOKEN = 'bench-agent-token';
+const dataDir = mkdtempSync(join(tmpdir(), 'orch-agent-bench-'));
+symlinkSync(join(ASSETS, 'kernel'), join(dataDir, 'kernel'));
+symlinkSync(join(ASSETS, 'images'), join(dataDir, 'images'));
+
+const agent = spawn(process.execPath, ['packages/agent/bin/orch-agent.js'], {
+  env: {
+    PATH: process.env.PATH,
+    AGENT_PORT: '0',
+    AGENT_ACCEL: 'tcg',
+    AGENT_DATA_DIR: dataDir,
+    MICROVM_AGENT_TOKEN: TOKEN,
+    AGENT_LOG_LEVEL: 'info',
+  },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const port = await new Promise((resolve) => {
+  createInterface({ input: agent.stdout }).on('line', (l) => {
+    if (l.includes('"orch-agent listening"')) resolve(JSON.parse(l).port);
+  });
+});
+const url = `http://127.0.0.1:${port}`;
+
+async function api(method, path, body) {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+const spec = { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 };
+const vmBody = (id, extra = {}) => ({ id, spec, manifest_inline: '', startup_script: 'true\n', ...extra });
+
+async function waitRunning(id) {
+  for (;;) {
+    const vm = await api('GET', `/v1/vms/${id}`);
+    if (vm.state === 'running') return;
+    if (vm.state !== 'creating') throw new Error(`${id}: ${vm.state}: ${vm.error}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function agentBoot(id, extra) {
+  const t0 = performance.now();
+  await api('POST', '/v1/vms', vmBody(id, extra));
+  await waitRunning(id);
+  return performance.now() - t0;
+}
+
+const kernel = JSON.parse(
+  await import('node:fs').then((fs) => fs.readFileSync(join(ASSETS, 'kernel/kernel.json'), 'utf8')),
+);
+const tscKhz = Math.round(
+  Number(
+    /^cpu MHz\s*:\s*([\d.]+)/m.exec((await import('node:fs')).readFileSync('/proc/cpuinfo', 'utf8'))[1],
+  ) * 1000,
+);
+
+/** Raw QEMU with the agent's devices, until the guest agent's hello line. */
+async function rawBoot(i) {
+  const dir = mkdtempSync(join(tmpdir(), 'raw-qemu-'));
+  const disk = join(dir, 'disk.qcow2');
+  await new Promise((r, j) =>
+    spawn('qemu-img', [
+      'create',
+      '-q',
+      '-f',
+      'qcow2',
+      '-F',
+      'raw',
+      '-b',
+      join(ASSETS, 'images/busybox/rootfs.img'),
+      disk,
+      '1G',
+    ]).once('exit', (c) => (c === 0 ? r() : j(new Error('qemu-img failed')))),
+  );
+  const t0 = performance.now();
+  const qemu = spawn(
+    'qemu-system-x86_64',
+    [
+      '-M',
+      'microvm',
+      '-accel',
+      'tcg',
+      '-smp',
+      '1',
+      '-m',
+      '256',
+      '-nodefaults',
+      '-no-user-config',
+      '-nographic',
+      '-kernel',
+      kernel.kernel,
+      '-initrd',
+      join(ASSETS, 'kernel/initramfs.cpio'),
+      '-append',
+      `console=ttyS0 quiet panic=-1 tsc_early_khz=${tscKhz} orch.hostname=raw${i}`,
+      '-chardev',
+      `socket,id=con,path=${dir}/console.sock,server=on,wait=off`,
+      '-serial',
+      'chardev:con',
+      '-drive',
+      `id=root,file=${disk},format=qcow2,if=none,cache=writeback`,
+      '-device',
+      'virtio-blk-device,drive=root',
+      '-netdev',
+      'user,id=n0',
+      '-device',
+      'virtio-net-device,netdev=n0',
+      '-chardev',
+      `socket,id=agent,path=${dir}/agent.sock,server=on,wait=off`,
+      '-device',
+      'virtio-serial-device',
+      '-device',
+      'virtserialport,chardev=agent,name=agent0',
+      '-chardev',
+      `file,id=log,path=${dir}/startup.log`,
+      '-device',
+      'virtserialport,chardev=log,name=log0',
+      '-device',
+      'virtio-rng-device',
+    ],
+    { stdio: 'ignore' },
+  );
+  let sock;
+  for (;;) {
+    try {
+      sock = await new Promise((r, j) => {
+        const s = connect(join(dir, 'agent.sock'));
+        s.once('connect', () => r(s));
+        s.once('error', j);
+      });
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  await new Promise((r) => {
+    let buf = '';
+    sock.on('data', (d) => {
+      buf += d;
+      if (/^H /m.test(buf)) r();
+    });
+  });
+  const ms = performance.now() - t0;
+  sock.destroy();
+  qemu.kill('SIGKILL');
+  await new Promise((r) => qemu.once('exit', r));
+  rmSync(dir, { recursive: true, force: true });
+  return ms;
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const raw = [];
+const viaAgent = [];
+const live = [];
+const snapLive = [];
+const snapDisk = [];
+let liveSize = 0;
+let diskSize = 0;
+try {
+  // Warm-up (page cache, QEMU binary).
+  await rawBoot('w');
+  await agentBoot('warm');
+  for (let i = 0; i < rounds; i++) {
+    raw.push(await rawBoot(i));
+    viaAgent.push(await agentBoot(`cold-${i}`));
+    // (c): a counter runs in the 256 MiB guest while it is snapshotted.
+    await api('POST', `/v1/vms/cold-${i}/exec`, {
+      argv: [
+        'sh',
+        '-c',
+        '(i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.1; done) >/dev/null 2>&1 &',
+      ],
+    });
+    let t0 = performance.now();
+    const l = await api('POST', `/v1/vms/cold-${i}/snapshots`, { snapshot_id: `live-${i}`, live: true });
+    snapLive.push(performance.now() - t0);
+    liveSize = l.size_bytes;
+    t0 = performance.now();
+    const d = await api('POST', `/v1/vms/cold-${i}/snapshots`, { snapshot_id: `disk-${i}` });
+    snapDisk.push(performance.now() - t0);
+    diskSize = d.size_bytes;
+    await api('DELETE', `/v1/vms/cold-${i}`);
+    // (b)
+    live.push(await agentBoot(`live-${i}`, { restore_snapshot_id: `live-${i}` }));
+    await api('POST', `/v1/vms/live-${i}/exec`, { argv: ['cat', '/tmp/c'] });
+    await api('DELETE', `/v1/vms/live-${i}`);
+    await api('DELETE', `/v1/snapshots/live-${i}`);
+    await api('DELETE', `/v1/snapshots/disk-${i}`);
+    process.stderr.write(`round ${i + 1}/${rounds} done\n`);
+  }
+  await api('DELETE', '/v1/vms/warm');
+} finally {
+  agent.kill('SIGTERM');
+  await new Promise((r) => agent.once('exit', r));
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+const f = (ms) => `${(ms / 1000).toFixed(2)} s`;
+const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+console.log(`rounds: ${rounds}, 1 vCPU, 256 MiB, TCG, medians\n`);
+console.log('| measure | median | runs |');
+console.log('| --- | ---: | --- |');
+console.log(`| (a) raw qemu-system-x86_64 to guest hello | ${f(median(raw))} | ${raw.map(f).join(', ')} |`);
+console.log(
+  `| (a) agent: POST /v1/vms to running | ${f(median(viaAgent))} | ${viaAgent.map(f).join(', ')} |`,
+);
+console.log(`| (b) agent: live restore to running | ${f(median(live))} | ${live.map(f).join(', ')} |`);
+console.log(
+  `| (c) live snapshot of a 256 MiB guest (${mib(liveSize)}) | ${f(median(snapLive))} | ${snapLive.map(f).join(', ')} |`,
+);
+console.log(
+  `| (c) disk snapshot (${mib(diskSize)}) | ${f(median(snapDisk))} | ${snapDisk.map(f).join(', ')} |`,
+);
+console.log('');
+console.log(`(a) agent / raw = **${(median(viaAgent) / median(raw)).toFixed(2)}x** (aim: within 1.3x)`);
+console.log(
+  `(b) cold boot / live resume = **${(median(viaAgent) / median(live)).toFixed(1)}x** faster (aim: at least 5x)`,
+);

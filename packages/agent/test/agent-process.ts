@@ -1,0 +1,234 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { AgentVm } from '@orch/protocol';
+
+export const AGENT_BIN = fileURLToPath(new URL('../bin/orch-agent.js', import.meta.url));
+const REPO = fileURLToPath(new URL('../../..', import.meta.url));
+/** Kernel, initramfs and images built once by `orch-agent setup` and shared by every test agent. */
+const ASSETS = join(REPO, '.data', 'test-agent-assets');
+
+/** Whether QEMU is installed. Under CI=true a VM suite without it fails; it is never skipped. */
+export function qemuAvailable(): boolean {
+  const found = spawnSync('sh', ['-c', 'command -v qemu-system-x86_64'], { encoding: 'utf8' }).status === 0;
+  if (!found && process.env.CI === 'true')
+    throw new Error('QEMU (qemu-system-x86_64) is required for the *.vm.test.ts suites under CI');
+  return found;
+}
+
+let assetsReady = false;
+/** Runs `orch-agent setup` into the shared assets directory (idempotent, cached). */
+export function ensureGuestAssets(): string {
+  if (assetsReady) return ASSETS;
+  const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  if (r.status !== 0) throw new Error(`orch-agent setup failed:\n${r.stdout}\n${r.stderr}`);
+  assetsReady = true;
+  return ASSETS;
+}
+
+/** PIDs of QEMU processes whose command line mentions `needle` (a data dir). */
+export function qemuPids(needle: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+        return cmd.includes('qemu-system') && cmd.includes(needle);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+export interface Reply<T = unknown> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** A running `orch-agent` started from the built binary, with its own data dir (kernel and images linked in). */
+export class AgentProcess {
+  readonly output: string[] = [];
+  private constructor(
+    private readonly proc: ChildProcess,
+    readonly port: number,
+    readonly token: string,
+    readonly dataDir: string,
+  ) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** A fresh data dir sharing the setup assets; remove it with {@link removeDataDir}. */
+  static makeDataDir(): string {
+    const assets = ensureGuestAssets();
+    const dir = mkdtempSync(join(tmpdir(), 'orch-agent-test-'));
+    symlinkSync(join(assets, 'kernel'), join(dir, 'kernel'));
+    // Images one by one, so that a test can import more into its own data dir.
+    mkdirSync(join(dir, 'images'));
+    for (const name of readdirSync(join(assets, 'images'))) {
+      if (!name.startsWith('.')) symlinkSync(join(assets, 'images', name), join(dir, 'images', name));
+    }
+    return dir;
+  }
+
+  static removeDataDir(dir: string): void {
+    for (const pid of qemuPids(dir)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  static async start(opts: {
+    dataDir: string;
+    env?: Record<string, string>;
+    token?: string;
+  }): Promise<AgentProcess> {
+    const token = opts.token ?? `tok-${randomBytes(12).toString('hex')}`;
+    mkdirSync(opts.dataDir, { recursive: true });
+    const proc = spawn(process.execPath, [AGENT_BIN], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        AGENT_PORT: '0',
+        AGENT_ACCEL: 'tcg',
+        AGENT_DATA_DIR: opts.dataDir,
+        MICROVM_AGENT_TOKEN: token,
+        AGENT_LOG_LEVEL: 'info',
+        ...opts.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output: string[] = [];
+    createInterface({ input: proc.stderr! }).on('line', (l) => output.push(l));
+    const lines = createInterface({ input: proc.stdout! });
+    const port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        proc.kill('SIGKILL');
+        reject(new Error(`orch-agent did not start:\n${output.join('\n')}`));
+      }, 60_000);
+      lines.on('line', (l) => {
+        output.push(l);
+        if (l.includes('"orch-agent listening"')) {
+          clearTimeout(timer);
+          resolve(JSON.parse(l).port as number);
+        }
+      });
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`orch-agent exited with ${code}:\n${output.join('\n')}`));
+      });
+    });
+    const agent = new AgentProcess(proc, port, token, opts.dataDir);
+    agent.output.push(...output);
+    lines.on('line', (l) => agent.output.push(l));
+    return agent;
+  }
+
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+    token = this.token,
+  ): Promise<Reply<T>> {
+    const res = await fetch(`${this.url}${path}`, {
+      method,
+      redirect: 'manual',
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+
+  /** Polls a VM until it leaves `creating` (or reaches `until`); returns it. */
+  async waitVm(id: string, until: readonly string[] = ['running', 'error', 'stopped']): Promise<AgentVm> {
+    for (;;) {
+      const r = await this.request<AgentVm>('GET', `/v1/vms/${id}`);
+      if (r.status !== 200) throw new Error(`GET /v1/vms/${id}: ${r.status} ${JSON.stringify(r.body)}`);
+      if (until.includes(r.body.state)) return r.body;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  }
+
+  /** Runs argv in the VM; returns exit code and decoded output. */
+  async exec(
+    id: string,
+    argv: string[],
+    extra: Record<string, unknown> = {},
+  ): Promise<{
+    exit_code: number | null;
+    stdout: string;
+    stderr: string;
+    timed_out: boolean;
+    truncated: boolean;
+  }> {
+    const r = await this.request<{
+      exit_code: number | null;
+      stdout_base64: string;
+      stderr_base64: string;
+      timed_out: boolean;
+      truncated: boolean;
+    }>('POST', `/v1/vms/${id}/exec`, { argv, ...extra });
+    if (r.status !== 200) throw new Error(`exec: ${r.status} ${JSON.stringify(r.body)}`);
+    return {
+      exit_code: r.body.exit_code,
+      stdout: Buffer.from(r.body.stdout_base64, 'base64').toString('utf8'),
+      stderr: Buffer.from(r.body.stderr_base64, 'base64').toString('utf8'),
+      timed_out: r.body.timed_out,
+      truncated: r.body.truncated,
+    };
+  }
+
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
+  /** SIGTERM and wait for the exit. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.proc.exitCode;
+    const exited = new Promise<number | null>((r) => this.proc.once('exit', (code) => r(code)));
+    this.proc.kill(signal);
+    return exited;
+  }
+}
+
+/** A create-VM body with small defaults. */
+export function vmRequest(
+  id: string,
+  over: Record<string, unknown> = {},
+  spec: Record<string, unknown> = {},
+) {
+  return {
+    id,
+    spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600, ...spec },
+    manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
+    startup_script: 'true\n',
+    secrets: {},
+    expose: [],
+    ...over,
+  };
+}
+
+export { existsSync };
