@@ -537,6 +537,14 @@ export class VmManager {
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true, mode: 0o700 });
     let kind: 'disk' | 'live' = 'disk';
+    // Flush the guest's page cache to its disk first, so that the disk artifact holds every write
+    // the guest has made (the memory state alone would hide unwritten data from a cold boot).
+    await vm.channel!.exec('exec sync\n', Buffer.alloc(0), 30, 1024).catch((err: unknown) => {
+      this.deps.logger.warn(
+        { vm: vm.record.id, err: (err as Error).message },
+        'guest sync before the snapshot failed',
+      );
+    });
     try {
       await qmp.execute('stop');
       if (req.live) {
