@@ -106,8 +106,11 @@ export function showEnvironment(env: Environment, output: OutputMode): string {
   if (output === 'json') return `${JSON.stringify(env, null, 2)}\n`;
   const lines = [`${env.id}  ${env.state}  on ${env.host_id}  task ${env.task_id}`];
   if (env.last_error) lines.push(`  last error: ${env.last_error}`);
-  if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
-  for (const p of env.ports) lines.push(`  ${p.as.padEnd(12)} ${p.url}  -> guest port ${p.port}`);
+  // Expiry and ports mean something only while the VM is up.
+  if (env.state === 'running' || env.state === 'creating') {
+    if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
+    for (const p of env.ports) lines.push(`  ${p.as.padEnd(12)} ${p.url}  -> guest port ${p.port}`);
+  }
   return `${lines.join('\n')}\n`;
 }
 
