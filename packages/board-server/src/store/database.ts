@@ -93,6 +93,11 @@ export async function openStore(options: {
   const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 20 });
   // An idle client losing its server must not crash the process; the next query reports it.
   pool.on('error', (err) => options.log.warn({ error: err.message }, 'postgres pool: idle client error'));
+  // A client checked out by a query (or a LISTEN connection) that loses its server emits 'error'
+  // too; with no listener that crashes the process. The query itself fails as Unavailable.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => options.log.warn({ error: err.message }, 'postgres client error'));
+  });
   const db = new Kysely<BoardDb>({ dialect: new PostgresDialect({ pool }) });
   const close = async () => {
     await db.destroy();
