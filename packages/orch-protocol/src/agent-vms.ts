@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AGENT_ID } from './ids.js';
 
 /**
  * The host-agent protocol beyond `GET /v1/info`: VMs, exec, console, snapshots. HTTP + JSON below
@@ -32,9 +33,6 @@ export const AGENT_VM_PATHS = {
   snapshot: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}`,
   snapshotData: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}/data`,
 } as const;
-
-/** VM and snapshot ids are chosen by the orchestrator. */
-export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 
 export const VmSpec = z
   .object({

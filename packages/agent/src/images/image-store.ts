@@ -2,10 +2,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { IMAGE_NAME } from '@orch/protocol';
 import { AgentError } from '../errors.js';
 import { run } from '../util/run.js';
 import { guestRuntimeStamp, installGuestRuntime } from './guest-runtime.js';
-import { IMAGE_NAME, type Layout } from './layout.js';
+import type { Layout } from './layout.js';
 
 /** `images/<name>/image.json`. */
 export interface ImageMeta {
@@ -28,12 +29,16 @@ export class ImageStore {
   /** Names of the images that are complete on disk, sorted. */
   async list(): Promise<string[]> {
     const names = await readdir(this.layout.imagesDir).catch(() => [] as string[]);
-    return names.filter((n) => existsSync(join(this.layout.imageDir(n), 'image.json'))).sort();
+    return names
+      .filter((n) => IMAGE_NAME.test(n) && existsSync(join(this.layout.imageDir(n), 'image.json')))
+      .sort();
   }
 
+  /** `image.json` of image `name`, if it is complete; a name that cannot be an image is `invalid_argument`. */
   async meta(name: string): Promise<ImageMeta | undefined> {
+    const dir = this.layout.imageDir(name);
     try {
-      return JSON.parse(await readFile(join(this.layout.imageDir(name), 'image.json'), 'utf8')) as ImageMeta;
+      return JSON.parse(await readFile(join(dir, 'image.json'), 'utf8')) as ImageMeta;
     } catch {
       return undefined;
     }
@@ -56,8 +61,7 @@ export class ImageStore {
    * filesystem sized to its content plus headroom, and the image replaced atomically.
    */
   async build(name: string, description: string, fill: (root: string) => Promise<void>): Promise<void> {
-    if (!IMAGE_NAME.test(name))
-      throw AgentError.invalid(`image name ${JSON.stringify(name)} must match ${IMAGE_NAME}`);
+    this.layout.checkImageName(name, 'NAME');
     await mkdir(this.layout.imagesDir, { recursive: true });
     const tmp = await mkdtemp(join(tmpdir(), 'orch-agent-image-'));
     try {
@@ -101,6 +105,7 @@ export class ImageStore {
 
   /** `orch-agent image import NAME TARBALL`: a root filesystem tarball (as `docker export` writes) becomes an image. */
   async importTarball(name: string, tarball: string): Promise<void> {
+    this.layout.checkImageName(name, 'NAME');
     if (!existsSync(tarball)) throw AgentError.invalid(`no such file: ${tarball}`);
     await this.build(name, `imported from ${tarball}`, async (root) => {
       await run(['tar', '--numeric-owner', '-xpf', tarball, '-C', root]);

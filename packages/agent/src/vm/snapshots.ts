@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync } from 'node:fs';
+import { copyFile, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { AgentVm, CreateSnapshotRequest, SnapshotArtifact } from '@orch/protocol';
+import type { Logger } from 'pino';
+import { AgentError, isDiskFull } from '../errors.js';
+import type { Layout } from '../images/layout.js';
+import type { KernelMeta } from '../images/setup.js';
+import { CommandError, run } from '../util/run.js';
+import type { Accelerator } from './accel.js';
+import { shellQuote, sleep, type Vm } from './vm.js';
+
+/** What `snapshots/<id>/snapshot.json` holds. */
+export interface SnapshotMeta extends SnapshotArtifact {
+  readonly spec: AgentVm['spec'];
+  readonly append: string;
+  readonly kernel: string;
+  readonly accelerator: Accelerator;
+}
+
+export interface SnapshotsDeps {
+  readonly layout: Layout;
+  readonly kernel: () => Promise<KernelMeta | undefined>;
+  readonly logger: Logger;
+}
+
+/**
+ * The snapshots of this host, one directory each (`snapshots/<id>/disk.qcow2`, `state.bin` for a
+ * live one, `snapshot.json`). Every id goes through {@link Layout.snapshotDir}, which refuses one
+ * that does not match `AGENT_ID` before any path is built from it.
+ */
+export class Snapshots {
+  constructor(private readonly deps: SnapshotsDeps) {}
+
+  /** Whether a complete snapshot `id` exists (the id is validated first). */
+  exists(id: string): boolean {
+    return existsSync(join(this.deps.layout.snapshotDir(id), 'snapshot.json'));
+  }
+
+  /**
+   * Writes snapshot `req.snapshot_id` of a running VM; the caller serializes it with the VM's other
+   * work. The VM is paused (QMP `stop`, which drains and flushes the disk) for the copy and resumed
+   * after. Disk: a flattened standalone qcow2 of the root disk. Live: the migration stream (memory
+   * and devices, `exec:cat > state.bin`) plus the same disk copy; if the migration fails, the
+   * snapshot falls back to disk and says `kind: disk`.
+   */
+  async take(vm: Vm, req: CreateSnapshotRequest): Promise<SnapshotArtifact> {
+    const { logger } = this.deps;
+    const dir = this.deps.layout.snapshotDir(req.snapshot_id);
+    const qmp = vm.qmp!;
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    let kind: 'disk' | 'live' = 'disk';
+    // Flush the guest's page cache to its disk first, so that the disk artifact holds every write
+    // the guest has made (the memory state alone would hide unwritten data from a cold boot).
+    await vm.channel!.exec('exec sync\n', Buffer.alloc(0), 30, 1024).catch((err: unknown) => {
+      logger.warn({ vm: vm.record.id, err: (err as Error).message }, 'guest sync before the snapshot failed');
+    });
+    try {
+      await qmp.execute('stop');
+      if (req.live) {
+        try {
+          await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 8 * 2 ** 30 });
+          const state = join(dir, 'state.bin');
+          await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(state)}` });
+          for (;;) {
+            const m = await qmp.execute<{ status?: string; 'error-desc'?: string }>('query-migrate');
+            if (m.status === 'completed') break;
+            if (m.status === 'failed' || m.status === 'cancelled')
+              throw new Error(m['error-desc'] ?? `migration ${m.status}`);
+            await sleep(10);
+          }
+          kind = 'live';
+        } catch (err) {
+          logger.warn(
+            { vm: vm.record.id, err: (err as Error).message },
+            'live snapshot failed; taking a disk snapshot',
+          );
+          await rm(join(dir, 'state.bin'), { force: true });
+        }
+      }
+      await run([
+        'qemu-img',
+        'convert',
+        '-U',
+        '-O',
+        'qcow2',
+        join(vm.dir, 'disk.qcow2'),
+        join(dir, 'disk.qcow2'),
+      ]);
+      if (kind === 'live')
+        await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      if (isDiskFull(err))
+        throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
+      throw err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
+    } finally {
+      await qmp.execute('cont').catch(() => undefined);
+    }
+    const files = ['disk.qcow2', ...(kind === 'live' ? ['state.bin'] : [])];
+    let size = 0;
+    for (const f of files) size += (await stat(join(dir, f))).size;
+    const meta: SnapshotMeta = {
+      snapshot_id: req.snapshot_id,
+      vm_id: vm.record.id,
+      kind,
+      size_bytes: size,
+      digest: await sha256File(join(dir, 'disk.qcow2')),
+      arch: 'amd64',
+      created_at: new Date().toISOString(),
+      spec: vm.record.spec,
+      append: vm.record.append,
+      kernel: (await this.deps.kernel())!.kernel,
+      accelerator: vm.record.accelerator as Accelerator,
+    };
+    await writeFile(join(dir, 'snapshot.json'), `${JSON.stringify(meta, null, 2)}\n`);
+    logger.info({ vm: vm.record.id, snapshot: req.snapshot_id, kind, size }, 'snapshot taken');
+    return artifact(meta);
+  }
+
+  /** `snapshot.json` of snapshot `id`; `not_found` when there is none. */
+  async meta(id: string): Promise<SnapshotMeta> {
+    const dir = this.deps.layout.snapshotDir(id);
+    try {
+      return JSON.parse(await readFile(join(dir, 'snapshot.json'), 'utf8')) as SnapshotMeta;
+    } catch {
+      throw AgentError.notFound('snapshot', id);
+    }
+  }
+
+  /** `DELETE /v1/snapshots/{id}`. VMs restored from it have their own copy of the disk. */
+  async delete(id: string): Promise<void> {
+    await this.meta(id);
+    await rm(this.deps.layout.snapshotDir(id), { recursive: true, force: true });
+  }
+
+  /** `GET /v1/snapshots/{id}/data`: the rootfs artifact (the qcow2 whose sha256 is `digest`). */
+  async data(id: string): Promise<{ path: string; size: number }> {
+    await this.meta(id);
+    const path = join(this.deps.layout.snapshotDir(id), 'disk.qcow2');
+    return { path, size: (await stat(path)).size };
+  }
+}
+
+function artifact(m: SnapshotMeta): SnapshotArtifact {
+  return {
+    snapshot_id: m.snapshot_id,
+    vm_id: m.vm_id,
+    kind: m.kind,
+    size_bytes: m.size_bytes,
+    digest: m.digest,
+    arch: m.arch,
+    created_at: m.created_at,
+  };
+}
+
+async function sha256File(path: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
+  return h.digest('hex');
+}

@@ -1,0 +1,148 @@
+import { copyFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CreateVmRequest } from '@orch/protocol';
+import { AgentError, isDiskFull } from '../errors.js';
+import type { Layout } from '../images/layout.js';
+import { run } from '../util/run.js';
+import type { Accelerator } from './accel.js';
+import { GuestChannel } from './guest-channel.js';
+import { connectUnix } from './line-socket.js';
+import { qemuArgv } from './qemu-argv.js';
+import { spawnQemu } from './qemu-process.js';
+import { Qmp } from './qmp.js';
+import type { SnapshotMeta } from './snapshots.js';
+import { shellQuote, sleep, type Vm } from './vm.js';
+
+/** What a VM boots from: an image (fresh overlay), or a snapshot's disk (cold) or memory (live). */
+export interface BootSource {
+  readonly kernelFile: string;
+  readonly baseImage: string | undefined;
+  readonly snapshot: SnapshotMeta | undefined;
+  /** A live restore: QEMU loads the snapshot's `state.bin` and the guest resumes. */
+  readonly live: boolean;
+}
+
+export interface BootDeps {
+  readonly layout: Layout;
+  readonly qemu: string;
+  readonly accelerator: Accelerator;
+  readonly bindAddress: string;
+  readonly bootTimeoutMs: number;
+}
+
+/**
+ * Boots `vm` up to a guest agent that answers: its disk, QEMU, QMP, console and guest channel;
+ * then on a cold boot the startup script, on a live restore the resume ({@link resume}). Returns
+ * early (QEMU not started) when the VM is being stopped meanwhile. The caller marks it running.
+ */
+export async function bootVm(
+  deps: BootDeps,
+  vm: Vm,
+  req: CreateVmRequest,
+  from: BootSource,
+  hooks: {
+    /** QEMU runs (its pid is in the record): persist the record. */
+    readonly onSpawned: () => Promise<void>;
+    readonly onExit: (code: number | null, signal: NodeJS.Signals | null) => void;
+  },
+): Promise<void> {
+  const { layout } = deps;
+  const disk = await prepareDisk(layout, vm, from);
+  const argv = qemuArgv({
+    accelerator: deps.accelerator,
+    cpus: vm.record.spec.cpus,
+    ramMb: vm.record.spec.ram_mb,
+    kernel: from.kernelFile,
+    initramfs: layout.initramfs,
+    append: vm.record.append,
+    disk,
+    dir: vm.dir,
+    forwards: vm.record.ports.map((p) => ({ guest: p.port, host: p.host_port })),
+    bindAddress: deps.bindAddress,
+    ...(from.live
+      ? { incomingStateFile: join(layout.snapshotDir(from.snapshot!.snapshot_id), 'state.bin') }
+      : {}),
+  });
+  if (vm.intentionalStop) return;
+  spawnQemu(vm, deps.qemu, argv, hooks.onExit);
+  vm.record.pid = vm.proc?.pid ?? null;
+  await hooks.onSpawned();
+  const deadline = Date.now() + deps.bootTimeoutMs;
+  vm.qmp = await Qmp.connect(join(vm.dir, 'qmp.sock'), Math.min(deadline, Date.now() + 20_000));
+  vm.console = await connectUnix(join(vm.dir, 'console.sock'), deadline);
+  vm.console.on('data', (b: Buffer) => vm.pushConsole(b));
+  vm.console.on('error', () => undefined);
+  vm.channel = await GuestChannel.connect(join(vm.dir, 'agent.sock'), deadline);
+  if (from.live) await resume(vm, deadline);
+  else await startGuest(vm, req, deadline);
+}
+
+/**
+ * The VM's root disk: a thin qcow2 overlay on the image (virtual size `storage_gb`), or a copy of
+ * the snapshot's flattened disk (grown to `storage_gb` on a cold boot). `ENOSPC` is `disk_full`.
+ */
+async function prepareDisk(layout: Layout, vm: Vm, from: BootSource): Promise<string> {
+  const disk = join(vm.dir, 'disk.qcow2');
+  const size = `${vm.record.spec.storage_gb}G`;
+  try {
+    if (from.baseImage) {
+      await run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', from.baseImage, disk, size]);
+    } else {
+      const snapDir = layout.snapshotDir(from.snapshot!.snapshot_id);
+      await run(['cp', '--sparse=always', join(snapDir, 'disk.qcow2'), disk]);
+      // A live restore continues the startup script's log (its processes continue too).
+      if (from.live)
+        await copyFile(join(snapDir, 'startup.log'), join(vm.dir, 'startup.log')).catch(() => undefined);
+      if (!from.live && vm.record.spec.storage_gb > from.snapshot!.spec.storage_gb) {
+        await run(['qemu-img', 'resize', '-q', disk, size]);
+      }
+    }
+  } catch (err) {
+    throw isDiskFull(err) ? AgentError.diskFull('the host disk is full: cannot create the VM disk') : err;
+  }
+  return disk;
+}
+
+/** Cold boot: waits for the guest agent's hello, then starts the startup script with its secrets. */
+async function startGuest(vm: Vm, req: CreateVmRequest, deadline: number): Promise<void> {
+  const channel = vm.channel!;
+  await channel.waitHello(deadline, () => vm.alive);
+  const env = Object.entries(req.secrets)
+    .map(([k, v]) => `export ${k}=${shellQuote(v)}\n`)
+    .join('');
+  const manifest = Buffer.from(req.manifest_inline, 'base64').toString('utf8');
+  // The startup script begins with `cd <workspace>`: make sure the directory exists first.
+  const workspace = workspaceOf(manifest);
+  const prelude = workspace ? `mkdir -p ${shellQuote(workspace)}\n` : '';
+  await channel.startup(req.startup_script, prelude + env, manifest);
+}
+
+/**
+ * Live restore (`-incoming`): waits until QEMU has loaded the state (paused), resumes the guest
+ * where it stopped, pings its agent (its port is open already: no hello) and sets its clock, which
+ * lags by the time the snapshot sat.
+ */
+async function resume(vm: Vm, deadline: number): Promise<void> {
+  const qmp = vm.qmp!;
+  const channel = vm.channel!;
+  for (;;) {
+    const status = await qmp.execute<{ status: string }>('query-status');
+    if (status.status === 'paused' || status.status === 'postmigrate') break;
+    if (status.status !== 'inmigrate') throw new Error(`restore failed: QEMU is ${status.status}`);
+    if (Date.now() > deadline || !vm.alive) throw new Error('restore did not complete in time');
+    await sleep(10);
+  }
+  await qmp.execute('cont');
+  await channel.waitReady(deadline, () => vm.alive);
+  await channel.setTime(Date.now() / 1000).catch(() => undefined);
+}
+
+/** `machine.workspace` of a manifest, when it is an absolute path. */
+function workspaceOf(manifestJson: string): string | undefined {
+  try {
+    const ws = (JSON.parse(manifestJson) as { machine?: { workspace?: unknown } }).machine?.workspace;
+    return typeof ws === 'string' && ws.startsWith('/') ? ws : undefined;
+  } catch {
+    return undefined;
+  }
+}
