@@ -282,6 +282,68 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect((await agent.request('DELETE', '/v1/vms/vm-resumed')).status).toBe(204);
   });
 
+  test('clones of one live snapshot each get a fresh identity: RNG, MAC and hostname differ; ports still serve', async () => {
+    await agent.exec('vm-spec', [
+      'sh',
+      '-c',
+      'mkdir -p /tmp/www && echo clone > /tmp/www/index.html && httpd -p 8080 -h /tmp/www',
+    ]);
+    const snap = await agent.request<SnapshotArtifact>('POST', '/v1/vms/vm-spec/snapshots', {
+      snapshot_id: 'snap-clones',
+      live: true,
+    });
+    expect(snap.status).toBe(201);
+    expect(snap.body.kind).toBe('live');
+    const ids = ['vm-clone-a', 'vm-clone-b'];
+    for (const id of ids) {
+      const r = await agent.request(
+        'POST',
+        '/v1/vms',
+        vmRequest(id, { restore_snapshot_id: 'snap-clones', expose: [{ port: 8080, as: 'web' }] }),
+      );
+      expect(r.status).toBe(202);
+    }
+    const vms = [await agent.waitVm(ids[0]!), await agent.waitVm(ids[1]!)];
+    for (const vm of vms) expect(vm.state, vm.error ?? '').toBe('running');
+    const identity = async (id: string) => {
+      const r = await agent.exec(id, [
+        'sh',
+        '-c',
+        'head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"; echo; cat /sys/class/net/eth0/address; hostname; cat /proc/sys/kernel/random/boot_id',
+      ]);
+      const [random, mac, hostname, bootId] = r.stdout.trim().split('\n');
+      return { random, mac, hostname, bootId };
+    };
+    const [a, b] = [await identity(ids[0]!), await identity(ids[1]!)];
+    const original = await identity('vm-spec');
+    // Without a reseed both clones resume the same CRNG state and read the same bytes (measured).
+    expect(a.random).toMatch(/^[0-9a-f]{32}$/);
+    expect(b.random).toMatch(/^[0-9a-f]{32}$/);
+    expect(a.random).not.toBe(b.random);
+    expect(a.mac).toMatch(/^52:54:00(:[0-9a-f]{2}){3}$/);
+    expect(new Set([a.mac, b.mac, original.mac]).size).toBe(3);
+    expect(a.hostname).toBe('vm-clone-a');
+    expect(b.hostname).toBe('vm-clone-b');
+    expect(original.hostname).toBe('vm-spec');
+    // boot_id is generated from the CRNG when first read; vm-spec had not read it before the snapshot.
+    expect(a.bootId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a.bootId).not.toBe(b.bootId);
+    // The guest announced its new MAC: user-mode networking still forwards the exposed port to it.
+    for (const vm of vms) {
+      const port = vm.ports.find((p) => p.as === 'web')!;
+      let body = '';
+      for (let i = 0; i < 100 && !body; i++) {
+        body = await fetch(`http://${vm.host_address}:${port.host_port}/index.html`)
+          .then((r) => (r.ok ? r.text() : ''))
+          .catch(() => '');
+        if (!body) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(body).toBe('clone\n');
+    }
+    for (const id of ids) expect((await agent.request('DELETE', `/v1/vms/${id}`)).status).toBe(204);
+    expect((await agent.request('DELETE', '/v1/snapshots/snap-clones')).status).toBe(204);
+  });
+
   test('a disk snapshot cold-boots with the files it had; its data downloads with the digest it reported', async () => {
     await agent.exec('vm-spec', ['sh', '-c', 'echo kept > /root/marker && sync']);
     const snap = await agent.request<SnapshotArtifact>('POST', '/v1/vms/vm-spec/snapshots', {

@@ -14,6 +14,8 @@ export interface QemuArgs {
   /** guest port -> host port, bound on `bindAddress`. */
   readonly forwards: readonly { readonly guest: number; readonly host: number }[];
   readonly bindAddress: string;
+  /** The NIC's MAC address (a live restore passes the new VM's; the guest is told after resume). */
+  readonly mac?: string;
   /** Set for a live restore: QEMU waits for the migration stream from this file. */
   readonly incomingStateFile?: string;
 }
@@ -72,7 +74,7 @@ export function qemuArgv(a: QemuArgs): string[] {
     '-netdev',
     `user,id=n0${hostfwd}`,
     '-device',
-    'virtio-net-device,netdev=n0',
+    `virtio-net-device,netdev=n0${a.mac ? `,mac=${a.mac}` : ''}`,
     '-chardev',
     `socket,id=agent,path=${a.dir}/agent.sock,server=on,wait=off`,
     '-device',

@@ -6,6 +6,7 @@ import type { Layout } from '../images/layout.js';
 import { run } from '../util/run.js';
 import type { Accelerator } from './accel.js';
 import { GuestChannel } from './guest-channel.js';
+import { randomMac, reidentifyScript } from './guest-identity.js';
 import { connectUnix } from './line-socket.js';
 import { qemuArgv } from './qemu-argv.js';
 import { spawnQemu } from './qemu-process.js';
@@ -59,6 +60,7 @@ export async function bootVm(
     dir: vm.dir,
     forwards: vm.record.ports.map((p) => ({ guest: p.port, host: p.host_port })),
     bindAddress: deps.bindAddress,
+    ...(vm.record.mac ? { mac: vm.record.mac } : {}),
     ...(from.live
       ? { incomingStateFile: join(layout.snapshotDir(from.snapshot!.snapshot_id), 'state.bin') }
       : {}),
@@ -119,8 +121,9 @@ async function startGuest(vm: Vm, req: CreateVmRequest, deadline: number): Promi
 
 /**
  * Live restore (`-incoming`): waits until QEMU has loaded the state (paused), resumes the guest
- * where it stopped, pings its agent (its port is open already: no hello) and sets its clock, which
- * lags by the time the snapshot sat.
+ * where it stopped, pings its agent (its port is open already: no hello), sets its clock, which
+ * lags by the time the snapshot sat, and gives it a fresh identity (guest-identity.ts: CRNG reseeded
+ * from host entropy, its own MAC address and hostname), so that clones of one snapshot differ.
  */
 async function resume(vm: Vm, deadline: number): Promise<void> {
   const qmp = vm.qmp!;
@@ -135,6 +138,12 @@ async function resume(vm: Vm, deadline: number): Promise<void> {
   await qmp.execute('cont');
   await channel.waitReady(deadline, () => vm.alive);
   await channel.setTime(Date.now() / 1000).catch(() => undefined);
+  const script = reidentifyScript(vm.record.id, vm.record.mac ?? randomMac());
+  const r = await channel.exec(script, Buffer.alloc(0), 30, 4096);
+  if (r.exitCode !== 0) {
+    const why = r.timedOut ? 'timed out' : `exit ${r.exitCode}: ${r.stderr.toString('utf8').trim()}`;
+    throw new Error(`could not give the restored VM a fresh identity (RNG reseed, MAC, hostname): ${why}`);
+  }
 }
 
 /** `machine.workspace` of a manifest, when it is an absolute path. */

@@ -19,6 +19,7 @@ import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
 import type { Accelerator } from './accel.js';
 import type { GuestChannel } from './guest-channel.js';
+import { randomMac } from './guest-identity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
 import { endQemu, killStaleQemu } from './qemu-process.js';
@@ -203,6 +204,7 @@ export class VmManager {
         restored_from: req.restore_snapshot_id ?? null,
         pid: null,
         append: live ? snapshot!.append : kernelCmdline(req.id, this.deps.tscKhz),
+        mac: randomMac(),
       },
       dir,
     );

@@ -8,6 +8,8 @@ import type { Qmp } from './qmp.js';
 export interface VmRecord extends AgentVm {
   pid: number | null;
   append: string;
+  /** The NIC's MAC address, random per VM (a live restore gets its own too); absent in older records. */
+  mac?: string;
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;
@@ -46,7 +48,7 @@ export class Vm {
   }
 
   view(): AgentVm {
-    const { pid: _pid, append: _append, ...vm } = this.record;
+    const { pid: _pid, append: _append, mac: _mac, ...vm } = this.record;
     return vm;
   }
 
