@@ -13,7 +13,6 @@ export {
   Resources,
 } from './agent.js';
 export { checkAgentUrl } from './agent-url.js';
-export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
 export {
   AGENT_VM_PATHS,
   AGENT_VM_STATES,
@@ -49,6 +48,7 @@ export {
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
+export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,
