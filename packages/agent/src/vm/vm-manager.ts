@@ -25,7 +25,7 @@ import { kernelCmdline } from './qemu-argv.js';
 import { endQemu, killStaleQemu } from './qemu-process.js';
 import { Snapshots } from './snapshots.js';
 import { shellQuote as q, Vm, type VmRecord } from './vm.js';
-import { bootVm } from './vm-boot.js';
+import { type BootSource, bootVm } from './vm-boot.js';
 
 /** Free space below which VM disks and snapshots are refused (qcow2 disks grow as the guest writes). */
 const MIN_FREE_BYTES = 512 * 2 ** 20;
@@ -221,7 +221,7 @@ export class VmManager {
   }
 
   /** Boots (vm-boot.ts), then `creating` -> `running` and the max runtime timer. */
-  private async boot(vm: Vm, req: CreateVmRequest, from: Parameters<typeof bootVm>[3]): Promise<void> {
+  private async boot(vm: Vm, req: CreateVmRequest, from: BootSource): Promise<void> {
     const { logger } = this.deps;
     await bootVm(this.deps, vm, req, from, {
       onSpawned: () => this.save(vm),
