@@ -1,0 +1,55 @@
+// `orch host`: host agents.
+import { type Command, Option } from 'commander';
+import { out, outputOf } from './output.js';
+
+/** Declares `orch host register|list|get|cordon|uncordon|rm`. */
+export function addHost(program: Command): void {
+  const host = program.command('host').description('Register, inspect, cordon and remove host agents');
+  host
+    .command('register')
+    .description('Register a host agent (or replace the details of an existing id)')
+    .requiredOption('--url <agent-url>', 'agent URL, http or https, no credentials, query or fragment')
+    .addOption(new Option('--kind <kind>', 'host kind').choices(['microvm', 'gpu']).default('microvm'))
+    .option('--token <token>', 'agent token (default for microvm: MICROVM_AGENT_TOKEN on orchd)')
+    .option('--id <id>', 'host id (default: the id the agent reports)')
+    .option('--label <key=value...>', 'labels, repeatable')
+    .action(
+      async (
+        opts: { url: string; kind: string; token?: string; id?: string; label?: string[] },
+        cmd: Command,
+      ) => out(await (await import('../commands/hosts.js')).registerHost(opts, outputOf(cmd))),
+    );
+  host
+    .command('list')
+    .description('List hosts with state, health and capacity used/total')
+    .action(async (_o: unknown, cmd: Command) =>
+      out(await (await import('../commands/hosts.js')).listHosts(outputOf(cmd))),
+    );
+  host
+    .command('get')
+    .description('Show one host')
+    .argument('<id>', 'host id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('../commands/hosts.js')).getHost(id, outputOf(cmd))),
+    );
+  for (const action of ['cordon', 'uncordon'] as const) {
+    host
+      .command(action)
+      .description(
+        action === 'cordon'
+          ? 'Stop placing new environments on a host'
+          : 'Place environments on a host again',
+      )
+      .argument('<id>', 'host id')
+      .action(async (id: string, _o: unknown, cmd: Command) =>
+        out(await (await import('../commands/hosts.js')).setHostState(id, action, outputOf(cmd))),
+      );
+  }
+  host
+    .command('rm')
+    .description('Remove a host')
+    .argument('<id>', 'host id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('../commands/hosts.js')).removeHost(id, outputOf(cmd))),
+    );
+}

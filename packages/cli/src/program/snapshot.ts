@@ -1,0 +1,53 @@
+// `orch snapshot`: snapshots of environments.
+import type { Command } from 'commander';
+import { out, outputOf } from './output.js';
+
+/** Declares `orch snapshot create|get|list|rm|restore`. */
+export function addSnapshot(program: Command): void {
+  const snapshot = program.command('snapshot').description('Take, inspect, restore and delete snapshots');
+  snapshot
+    .command('create')
+    .description('Snapshot a running environment (disk; with --live also memory)')
+    .argument('<env>', 'environment id')
+    .option('--live', 'also save memory and CPU state, so a restore resumes where it stopped')
+    .option('--comment <text>', 'a note kept with the snapshot')
+    .option('--mode <mode>', 'stored verbatim (default manual)')
+    .option('--retention-until <date-time>', 'garbage-collect the snapshot after this time')
+    .option('--export-to <destination>', 'record an export request to this destination')
+    .option('--export-status <status>', 'status of that export, stored verbatim (default pending)')
+    .action(async (id: string, opts: Record<string, string | boolean>, cmd: Command) =>
+      out(await (await import('../commands/snapshots.js')).createSnapshot(id, opts, outputOf(cmd))),
+    );
+  snapshot
+    .command('get')
+    .description('Show one snapshot')
+    .argument('<snapshot>', 'snapshot id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('../commands/snapshots.js')).getSnapshot(id, outputOf(cmd))),
+    );
+  snapshot
+    .command('list')
+    .description('List snapshots, newest first')
+    .option('--env <env>', 'only of this environment')
+    .option('--task <task-id>', 'only of this task')
+    .option('--state <state>', 'only in this state')
+    .action(async (opts: { env?: string; task?: string; state?: string }, cmd: Command) =>
+      out(await (await import('../commands/snapshots.js')).listSnapshots(opts, outputOf(cmd))),
+    );
+  snapshot
+    .command('rm')
+    .description('Delete a snapshot')
+    .argument('<snapshot>', 'snapshot id')
+    .action(async (id: string, _o: unknown, cmd: Command) =>
+      out(await (await import('../commands/snapshots.js')).removeSnapshot(id, outputOf(cmd))),
+    );
+  snapshot
+    .command('restore')
+    .description('Start a new environment from a snapshot (live: resumes; disk: cold-boots)')
+    .argument('<snapshot>', 'snapshot id')
+    .option('--task-id <id>', 'task id of the new environment (default: the original one)')
+    .option('--detach', 'do not wait for it to run')
+    .action(async (id: string, opts: { taskId?: string; detach?: boolean }, cmd: Command) =>
+      out(await (await import('../commands/snapshots.js')).restoreSnapshot(id, opts, outputOf(cmd))),
+    );
+}

@@ -1,0 +1,88 @@
+// The dashboard's shell: header, navigation, hash routes, and polling of the live pages.
+import { api } from './api.js';
+import { h, mount, toast } from './dom.js';
+import { keysView } from './views/api-keys.js';
+import { environmentsView } from './views/environments.js';
+import { hostsView } from './views/hosts.js';
+import { newEnvironmentView } from './views/new-environment.js';
+import { snapshotsView } from './views/snapshots.js';
+
+/** What `GET /session` says about the visitor and this orchd. */
+export interface Session {
+  authenticated: boolean;
+  auth: 'required' | 'disabled';
+  api_keys: boolean;
+}
+
+const POLL_MS = 2000;
+let poll: number | undefined;
+
+const VIEWS: Record<
+  string,
+  { title: string; render: (main: HTMLElement) => Promise<void> | void; live: boolean }
+> = {
+  hosts: { title: 'Hosts', render: hostsView, live: true },
+  environments: { title: 'Environments', render: environmentsView, live: true },
+  snapshots: { title: 'Snapshots', render: snapshotsView, live: true },
+  keys: { title: 'API keys', render: keysView, live: false },
+  new: { title: 'New environment', render: newEnvironmentView, live: false },
+};
+
+/** Shows the page the location hash names, and again whenever the hash changes. */
+export function startShell(root: HTMLElement, session: Session): void {
+  const route = () => showRoute(root, session);
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+function showRoute(root: HTMLElement, session: Session): void {
+  const name = location.hash.replace(/^#\//, '') || 'environments';
+  const view = VIEWS[name] ?? VIEWS.environments!;
+  window.clearInterval(poll);
+  const main = h('main');
+  const nav = h(
+    'nav',
+    {},
+    ...Object.entries(VIEWS)
+      .filter(([k]) => k !== 'keys' || session.api_keys)
+      .map(([k, v]) => h('a', { href: `#/${k}`, class: k === name ? 'active' : '' }, v.title)),
+  );
+  const logout = h(
+    'button',
+    {
+      onclick: async () => {
+        await api('POST', '/logout').catch(() => undefined);
+        location.assign('/login');
+      },
+    },
+    'Log out',
+  );
+  mount(
+    root,
+    h(
+      'header',
+      {},
+      h('h1', {}, 'orchd'),
+      nav,
+      h('span', { class: 'spacer' }),
+      session.auth === 'required' ? logout : null,
+    ),
+    session.auth === 'disabled'
+      ? h(
+          'div',
+          { class: 'banner' },
+          'Authentication is disabled on this orchd (no master token, no key store): anyone who can reach it can do anything.',
+        )
+      : null,
+    main,
+  );
+  const render = async () => {
+    try {
+      await view.render(main);
+    } catch (err) {
+      toast((err as Error).message);
+    }
+  };
+  void render();
+  if (view.live) poll = window.setInterval(render, POLL_MS);
+}

@@ -1,0 +1,30 @@
+// The console panel of the Environments page: the serial console in a terminal, over a WebSocket.
+import type { Environment } from '@orch/protocol';
+import { Terminal } from '@xterm/xterm';
+import { h, mount } from '../dom.js';
+import { section } from '../widgets.js';
+
+/** Opens `env`'s serial console below the environments table; Close ends the connection. */
+export function openConsole(main: HTMLElement, env: Environment): void {
+  const box = h('div', { class: 'terminal' });
+  const close = h('button', {}, 'Close');
+  mount(
+    section(main, 'panel'),
+    h('div', { class: 'card' }, h('div', { class: 'row' }, h('h3', {}, `Console of ${env.id}`), close), box),
+  );
+  const term = new Terminal({ convertEol: false, fontSize: 13 });
+  term.open(box);
+  const ws = new WebSocket(
+    `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/environments/${env.id}/attach`,
+  );
+  ws.binaryType = 'arraybuffer';
+  ws.onmessage = (m) => term.write(new Uint8Array(m.data as ArrayBuffer));
+  ws.onclose = () => term.write('\r\n[console closed]\r\n');
+  term.onData((d) => ws.readyState === WebSocket.OPEN && ws.send(new TextEncoder().encode(d)));
+  close.addEventListener('click', () => {
+    ws.close();
+    term.dispose();
+    section(main, 'panel').replaceChildren();
+  });
+  term.focus();
+}
