@@ -1,6 +1,9 @@
 // `orch apikeys`: API keys (master token only).
 import type { Command } from 'commander';
-import { out, outputOf } from './output.js';
+import type { OutputMode } from '../commands/preview.js';
+import { printing } from './output.js';
+
+const keys = () => import('../commands/apikeys.js');
 
 /** Declares `orch apikeys create|list|revoke`. */
 export function addApikeys(program: Command): void {
@@ -11,20 +14,20 @@ export function addApikeys(program: Command): void {
     .command('create')
     .description('Create a key and print its secret, once')
     .requiredOption('--label <label>', 'what the key is for')
-    .action(async (opts: { label: string }, cmd: Command) =>
-      out(await (await import('../commands/apikeys.js')).createKey(opts.label, outputOf(cmd))),
+    .action(
+      printing(async (opts: { label: string }, mode: OutputMode) =>
+        (await keys()).createKey(opts.label, mode),
+      ),
     );
   apikeys
     .command('list')
     .description('List live keys')
-    .action(async (_o: unknown, cmd: Command) =>
-      out(await (await import('../commands/apikeys.js')).listKeys(outputOf(cmd))),
-    );
+    .action(printing(async (_opts: unknown, mode: OutputMode) => (await keys()).listKeys(mode)));
   apikeys
     .command('revoke')
     .description('Revoke a key by id')
     .argument('<id>', 'key id (from apikeys list)')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/apikeys.js')).revokeKey(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) => (await keys()).revokeKey(id, mode)),
     );
 }

@@ -1,7 +1,7 @@
 // `orch compile`: what a definition file compiles into (also `up --dry-run`).
 import { type Command, Option } from 'commander';
 import type { PreviewFlags } from '../commands/preview.js';
-import { outputOf } from './output.js';
+import { out, outputOf } from './output.js';
 
 const FORMATS = ['text', 'json', 'yaml'];
 const ONLY_PARTS = ['spec', 'startup-script', 'manifest', 'expose', 'secrets'];
@@ -20,7 +20,7 @@ export function previewOptions(cmd: Command): Command {
 /** Prints the preview of the definition at `path` with the command's flags. */
 export async function runPreview(cmd: Command, path: string | undefined): Promise<void> {
   const { preview } = await import('../commands/preview.js');
-  process.stdout.write(await preview(path, cmd.opts<PreviewFlags>(), outputOf(cmd), process.cwd()));
+  out(await preview(path, cmd.opts<PreviewFlags>(), outputOf(cmd), process.cwd()));
 }
 
 /** Declares `orch compile`. */

@@ -1,6 +1,9 @@
 // `orch env`: environments.
 import type { Command } from 'commander';
-import { out, outputOf } from './output.js';
+import type { OutputMode } from '../commands/preview.js';
+import { printing } from './output.js';
+
+const environments = () => import('../commands/environments.js');
 
 /** Declares `orch env list|get|rm`. */
 export function addEnv(program: Command): void {
@@ -8,21 +11,25 @@ export function addEnv(program: Command): void {
   env
     .command('list')
     .description('List environments, newest first')
-    .action(async (_o: unknown, cmd: Command) =>
-      out(await (await import('../commands/environments.js')).listEnvironments(outputOf(cmd))),
+    .action(
+      printing(async (_opts: unknown, mode: OutputMode) => (await environments()).listEnvironments(mode)),
     );
   env
     .command('get')
     .description('Show one environment with its exposed ports')
     .argument('<env>', 'environment id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/environments.js')).getEnvironment(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) =>
+        (await environments()).getEnvironment(id, mode),
+      ),
     );
   env
     .command('rm')
     .description('Stop an environment and free its capacity')
     .argument('<env>', 'environment id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/environments.js')).removeEnvironment(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) =>
+        (await environments()).removeEnvironment(id, mode),
+      ),
     );
 }

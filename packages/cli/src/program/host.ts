@@ -1,6 +1,17 @@
 // `orch host`: host agents.
 import { type Command, Option } from 'commander';
-import { out, outputOf } from './output.js';
+import type { OutputMode } from '../commands/preview.js';
+import { printing } from './output.js';
+
+const hosts = () => import('../commands/hosts.js');
+
+interface RegisterFlags {
+  url: string;
+  kind: string;
+  token?: string;
+  id?: string;
+  label?: string[];
+}
 
 /** Declares `orch host register|list|get|cordon|uncordon|rm`. */
 export function addHost(program: Command): void {
@@ -14,23 +25,18 @@ export function addHost(program: Command): void {
     .option('--id <id>', 'host id (default: the id the agent reports)')
     .option('--label <key=value...>', 'labels, repeatable')
     .action(
-      async (
-        opts: { url: string; kind: string; token?: string; id?: string; label?: string[] },
-        cmd: Command,
-      ) => out(await (await import('../commands/hosts.js')).registerHost(opts, outputOf(cmd))),
+      printing(async (opts: RegisterFlags, mode: OutputMode) => (await hosts()).registerHost(opts, mode)),
     );
   host
     .command('list')
     .description('List hosts with state, health and capacity used/total')
-    .action(async (_o: unknown, cmd: Command) =>
-      out(await (await import('../commands/hosts.js')).listHosts(outputOf(cmd))),
-    );
+    .action(printing(async (_opts: unknown, mode: OutputMode) => (await hosts()).listHosts(mode)));
   host
     .command('get')
     .description('Show one host')
     .argument('<id>', 'host id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/hosts.js')).getHost(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) => (await hosts()).getHost(id, mode)),
     );
   for (const action of ['cordon', 'uncordon'] as const) {
     host
@@ -41,15 +47,17 @@ export function addHost(program: Command): void {
           : 'Place environments on a host again',
       )
       .argument('<id>', 'host id')
-      .action(async (id: string, _o: unknown, cmd: Command) =>
-        out(await (await import('../commands/hosts.js')).setHostState(id, action, outputOf(cmd))),
+      .action(
+        printing(async (id: string, _opts: unknown, mode: OutputMode) =>
+          (await hosts()).setHostState(id, action, mode),
+        ),
       );
   }
   host
     .command('rm')
     .description('Remove a host')
     .argument('<id>', 'host id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/hosts.js')).removeHost(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) => (await hosts()).removeHost(id, mode)),
     );
 }

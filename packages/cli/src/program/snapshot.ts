@@ -1,6 +1,9 @@
 // `orch snapshot`: snapshots of environments.
 import type { Command } from 'commander';
-import { out, outputOf } from './output.js';
+import type { OutputMode } from '../commands/preview.js';
+import { printing } from './output.js';
+
+const snapshots = () => import('../commands/snapshots.js');
 
 /** Declares `orch snapshot create|get|list|rm|restore`. */
 export function addSnapshot(program: Command): void {
@@ -15,15 +18,19 @@ export function addSnapshot(program: Command): void {
     .option('--retention-until <date-time>', 'garbage-collect the snapshot after this time')
     .option('--export-to <destination>', 'record an export request to this destination')
     .option('--export-status <status>', 'status of that export, stored verbatim (default pending)')
-    .action(async (id: string, opts: Record<string, string | boolean>, cmd: Command) =>
-      out(await (await import('../commands/snapshots.js')).createSnapshot(id, opts, outputOf(cmd))),
+    .action(
+      printing(async (id: string, opts: Record<string, string | boolean>, mode: OutputMode) =>
+        (await snapshots()).createSnapshot(id, opts, mode),
+      ),
     );
   snapshot
     .command('get')
     .description('Show one snapshot')
     .argument('<snapshot>', 'snapshot id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/snapshots.js')).getSnapshot(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) =>
+        (await snapshots()).getSnapshot(id, mode),
+      ),
     );
   snapshot
     .command('list')
@@ -31,15 +38,19 @@ export function addSnapshot(program: Command): void {
     .option('--env <env>', 'only of this environment')
     .option('--task <task-id>', 'only of this task')
     .option('--state <state>', 'only in this state')
-    .action(async (opts: { env?: string; task?: string; state?: string }, cmd: Command) =>
-      out(await (await import('../commands/snapshots.js')).listSnapshots(opts, outputOf(cmd))),
+    .action(
+      printing(async (opts: { env?: string; task?: string; state?: string }, mode: OutputMode) =>
+        (await snapshots()).listSnapshots(opts, mode),
+      ),
     );
   snapshot
     .command('rm')
     .description('Delete a snapshot')
     .argument('<snapshot>', 'snapshot id')
-    .action(async (id: string, _o: unknown, cmd: Command) =>
-      out(await (await import('../commands/snapshots.js')).removeSnapshot(id, outputOf(cmd))),
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) =>
+        (await snapshots()).removeSnapshot(id, mode),
+      ),
     );
   snapshot
     .command('restore')
@@ -47,7 +58,9 @@ export function addSnapshot(program: Command): void {
     .argument('<snapshot>', 'snapshot id')
     .option('--task-id <id>', 'task id of the new environment (default: the original one)')
     .option('--detach', 'do not wait for it to run')
-    .action(async (id: string, opts: { taskId?: string; detach?: boolean }, cmd: Command) =>
-      out(await (await import('../commands/snapshots.js')).restoreSnapshot(id, opts, outputOf(cmd))),
+    .action(
+      printing(async (id: string, opts: { taskId?: string; detach?: boolean }, mode: OutputMode) =>
+        (await snapshots()).restoreSnapshot(id, opts, mode),
+      ),
     );
 }

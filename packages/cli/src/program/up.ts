@@ -1,7 +1,7 @@
 // `orch up`: create an environment from a definition file.
 import type { Command } from 'commander';
 import { previewOptions, runPreview } from './compile.js';
-import { outputOf } from './output.js';
+import { out, outputOf } from './output.js';
 
 /** Declares `orch up`. */
 export function addUp(program: Command): void {
@@ -15,6 +15,6 @@ export function addUp(program: Command): void {
     .action(async (path: string | undefined, opts: { dryRun?: boolean }, cmd: Command) => {
       if (opts.dryRun) return runPreview(cmd, path);
       const { up } = await import('../commands/environments.js');
-      process.stdout.write(await up(path, cmd.opts(), outputOf(cmd), process.cwd()));
+      out(await up(path, cmd.opts(), outputOf(cmd), process.cwd()));
     });
 }

@@ -1,4 +1,5 @@
-type Child = Node | string | number | false | null | undefined;
+/** What `h` and `mount` take as children: nodes, or text (absent values are skipped). */
+export type Child = Node | string | number | false | null | undefined;
 
 /**
  * Creates an element. Text children become text nodes (never HTML), so nothing the API returns can

@@ -1,5 +1,6 @@
-// Small pieces the dashboard's views share: progress buttons, state cells, stable sections.
-import { h, toast } from './dom.js';
+// Small pieces the dashboard's views share: progress buttons, tables, empty states, stable sections.
+import { api } from './api.js';
+import { type Child, h, toast } from './dom.js';
 
 /** Runs a click handler with the button disabled and its label showing progress; errors become toasts. */
 export function action(label: string, busy: string, fn: () => Promise<unknown>, cls = ''): HTMLButtonElement {
@@ -32,4 +33,50 @@ export function section(main: HTMLElement, key: string): HTMLElement {
     main.append(el);
   }
   return el;
+}
+
+/**
+ * A red button that sends `DELETE path` and then refreshes the page. With `question`, the request
+ * is sent only if the user confirms it (the page refreshes either way).
+ */
+export function deleteButton(
+  label: string,
+  busy: string,
+  path: string,
+  refresh: () => Promise<unknown>,
+  question?: string,
+): HTMLButtonElement {
+  return action(
+    label,
+    busy,
+    async () => {
+      if (question === undefined || confirm(question)) await api('DELETE', path);
+      await refresh();
+    },
+    'danger',
+  );
+}
+
+/**
+ * A table with one header row and one body row per item.
+ *
+ * @example
+ * table(['Key', 'Label'], keys, (k) => h('tr', {}, h('td', {}, k.id), h('td', {}, k.label)))
+ */
+export function table<T>(
+  columns: readonly string[],
+  items: readonly T[],
+  row: (item: T) => HTMLTableRowElement,
+): HTMLTableElement {
+  return h(
+    'table',
+    {},
+    h('thead', {}, h('tr', {}, ...columns.map((t) => h('th', {}, t)))),
+    h('tbody', {}, ...items.map(row)),
+  );
+}
+
+/** What a list page shows instead of an empty table: a title and what to do next. */
+export function emptyCard(title: string, ...next: Child[]): HTMLElement {
+  return h('div', { class: 'card' }, h('h2', {}, title), ...next);
 }

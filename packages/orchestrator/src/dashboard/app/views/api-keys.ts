@@ -2,7 +2,7 @@
 import type { ApiKey, CreatedApiKey } from '@orch/protocol';
 import { api } from '../api.js';
 import { h, mount } from '../dom.js';
-import { action } from '../widgets.js';
+import { action, deleteButton, table } from '../widgets.js';
 
 /** Renders the key form and the key list into `main`. */
 export async function keysView(main: HTMLElement): Promise<void> {
@@ -15,41 +15,16 @@ export async function keysView(main: HTMLElement): Promise<void> {
       list,
       api_keys.length === 0
         ? h('p', { class: 'muted' }, 'No API keys. Create one for a script or a CI job.')
-        : h(
-            'table',
-            {},
+        : table(['Key', 'Label', 'Hint', 'Created', 'Last used', ''], api_keys, (k) =>
             h(
-              'thead',
+              'tr',
               {},
-              h('tr', {}, ...['Key', 'Label', 'Hint', 'Created', 'Last used', ''].map((t) => h('th', {}, t))),
-            ),
-            h(
-              'tbody',
-              {},
-              ...api_keys.map((k) =>
-                h(
-                  'tr',
-                  {},
-                  h('td', {}, k.id),
-                  h('td', {}, k.label),
-                  h('td', {}, k.hint),
-                  h('td', {}, k.created_at),
-                  h('td', {}, k.last_used_at ?? 'never'),
-                  h(
-                    'td',
-                    {},
-                    action(
-                      'Revoke',
-                      'Revoking…',
-                      async () => {
-                        await api('DELETE', `/v1/api-keys/${k.id}`);
-                        await refresh();
-                      },
-                      'danger',
-                    ),
-                  ),
-                ),
-              ),
+              h('td', {}, k.id),
+              h('td', {}, k.label),
+              h('td', {}, k.hint),
+              h('td', {}, k.created_at),
+              h('td', {}, k.last_used_at ?? 'never'),
+              h('td', {}, deleteButton('Revoke', 'Revoking…', `/v1/api-keys/${k.id}`, refresh)),
             ),
           ),
     );

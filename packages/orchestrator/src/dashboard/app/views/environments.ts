@@ -2,7 +2,7 @@
 import type { Environment, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
 import { ago, h, mount, toast } from '../dom.js';
-import { action, section } from '../widgets.js';
+import { action, deleteButton, emptyCard, section, table } from '../widgets.js';
 import { openConsole } from './console.js';
 import { openExec } from './exec-panel.js';
 
@@ -15,91 +15,59 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
   if (environments.length === 0) {
     return mount(
       list,
-      h(
-        'div',
-        { class: 'card' },
-        h('h2', {}, 'No environments yet'),
+      emptyCard(
+        'No environments yet',
         h('p', {}, 'Create one from a definition file: '),
         h('a', { href: '#/new' }, 'New environment'),
       ),
     );
   }
+  const columns = ['Environment', 'State', 'Host', 'Resources', 'Ports', 'Age', 'Time left', ''];
   mount(
     list,
     h('div', { class: 'row' }, h('a', { href: '#/new' }, '+ New environment')),
-    h(
-      'table',
-      {},
-      h(
-        'thead',
-        {},
+    table(columns, environments, (env) => {
+      const left =
+        env.expires_at && env.state === 'running' ? (Date.parse(env.expires_at) - now) / 1000 : undefined;
+      const live = env.state === 'running';
+      return h(
+        'tr',
+        { 'data-env': env.id },
+        h('td', {}, env.id, h('div', { class: 'muted' }, env.task_id)),
         h(
-          'tr',
+          'td',
+          { class: `state-${env.state}`, title: env.last_error ?? '' },
+          env.state,
+          env.last_error ? h('div', { class: 'error' }, env.last_error) : null,
+        ),
+        h('td', {}, env.host_id),
+        h('td', {}, `${env.spec.cpus} cpu · ${env.spec.ram_mb} MiB · ${env.spec.storage_gb} GiB`),
+        h(
+          'td',
           {},
-          ...['Environment', 'State', 'Host', 'Resources', 'Ports', 'Age', 'Time left', ''].map((t) =>
-            h('th', {}, t),
+          ...env.ports.map((p) =>
+            h('div', {}, h('a', { href: p.url, target: '_blank', rel: 'noopener' }, `${p.as} (${p.port})`)),
           ),
         ),
-      ),
-      h(
-        'tbody',
-        {},
-        ...environments.map((env) => {
-          const left =
-            env.expires_at && env.state === 'running' ? (Date.parse(env.expires_at) - now) / 1000 : undefined;
-          const live = env.state === 'running';
-          return h(
-            'tr',
-            { 'data-env': env.id },
-            h('td', {}, env.id, h('div', { class: 'muted' }, env.task_id)),
-            h(
-              'td',
-              { class: `state-${env.state}`, title: env.last_error ?? '' },
-              env.state,
-              env.last_error ? h('div', { class: 'error' }, env.last_error) : null,
-            ),
-            h('td', {}, env.host_id),
-            h('td', {}, `${env.spec.cpus} cpu · ${env.spec.ram_mb} MiB · ${env.spec.storage_gb} GiB`),
-            h(
-              'td',
-              {},
-              ...env.ports.map((p) =>
-                h(
-                  'div',
-                  {},
-                  h('a', { href: p.url, target: '_blank', rel: 'noopener' }, `${p.as} (${p.port})`),
-                ),
-              ),
-            ),
-            h('td', {}, ago((now - Date.parse(env.created_at)) / 1000)),
-            h('td', {}, left === undefined ? '—' : ago(left)),
-            h(
-              'td',
-              {},
-              live ? h('button', { onclick: () => openExec(main, env) }, 'Exec') : null,
-              ' ',
-              live ? h('button', { onclick: () => openConsole(main, env) }, 'Console') : null,
-              ' ',
-              live ? action('Snapshot', 'Snapshotting…', () => snapshot(env, false)) : null,
-              ' ',
-              live ? action('Live snapshot', 'Snapshotting…', () => snapshot(env, true)) : null,
-              ' ',
-              ['creating', 'running'].includes(env.state)
-                ? action(
-                    'Stop',
-                    'Stopping…',
-                    async () => {
-                      await api('DELETE', `/v1/environments/${env.id}`);
-                      await environmentsView(main);
-                    },
-                    'danger',
-                  )
-                : null,
-            ),
-          );
-        }),
-      ),
-    ),
+        h('td', {}, ago((now - Date.parse(env.created_at)) / 1000)),
+        h('td', {}, left === undefined ? '—' : ago(left)),
+        h(
+          'td',
+          {},
+          live ? h('button', { onclick: () => openExec(main, env) }, 'Exec') : null,
+          ' ',
+          live ? h('button', { onclick: () => openConsole(main, env) }, 'Console') : null,
+          ' ',
+          live ? action('Snapshot', 'Snapshotting…', () => snapshot(env, false)) : null,
+          ' ',
+          live ? action('Live snapshot', 'Snapshotting…', () => snapshot(env, true)) : null,
+          ' ',
+          ['creating', 'running'].includes(env.state)
+            ? deleteButton('Stop', 'Stopping…', `/v1/environments/${env.id}`, () => environmentsView(main))
+            : null,
+        ),
+      );
+    }),
   );
 }
 

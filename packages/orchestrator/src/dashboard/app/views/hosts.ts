@@ -2,7 +2,7 @@
 import type { Host } from '@orch/protocol';
 import { api } from '../api.js';
 import { bar, h, mount } from '../dom.js';
-import { action, section, stateCell } from '../widgets.js';
+import { action, deleteButton, emptyCard, section, stateCell, table } from '../widgets.js';
 
 /** Renders the hosts table into `main` (polled). */
 export async function hostsView(main: HTMLElement): Promise<void> {
@@ -11,10 +11,8 @@ export async function hostsView(main: HTMLElement): Promise<void> {
   if (hosts.length === 0) {
     return mount(
       list,
-      h(
-        'div',
-        { class: 'card' },
-        h('h2', {}, 'No hosts yet'),
+      emptyCard(
+        'No hosts yet',
         h(
           'p',
           {},
@@ -26,62 +24,34 @@ export async function hostsView(main: HTMLElement): Promise<void> {
   const refresh = () => hostsView(main);
   mount(
     list,
-    h(
-      'table',
-      {},
-      h(
-        'thead',
-        {},
+    table(['Host', 'Kind', 'Arch', 'State', 'Health', 'CPUs', 'RAM', 'Disk', ''], hosts, (host) => {
+      const path = `/v1/hosts/${encodeURIComponent(host.id)}`;
+      const [label, busy, verb] =
+        host.state === 'cordoned'
+          ? ['Uncordon', 'Uncordoning…', 'uncordon']
+          : ['Cordon', 'Cordoning…', 'cordon'];
+      return h(
+        'tr',
+        { 'data-host': host.id },
+        h('td', {}, host.id, h('div', { class: 'muted' }, host.agent_url)),
+        h('td', {}, host.kind),
+        h('td', {}, host.arch),
+        stateCell(host.state),
+        h('td', { class: `state-${host.health}`, title: host.health_detail ?? '' }, host.health),
+        h('td', {}, bar(host.capacity.cpus - host.free.cpus, host.capacity.cpus, 'cpus')),
+        h('td', {}, bar(host.capacity.ram_mb - host.free.ram_mb, host.capacity.ram_mb, 'MiB')),
+        h('td', {}, bar(host.capacity.disk_gb - host.free.disk_gb, host.capacity.disk_gb, 'GiB')),
         h(
-          'tr',
+          'td',
           {},
-          ...['Host', 'Kind', 'Arch', 'State', 'Health', 'CPUs', 'RAM', 'Disk', ''].map((t) =>
-            h('th', {}, t),
-          ),
+          action(label, busy, async () => {
+            await api('POST', `${path}?action=${verb}`);
+            await refresh();
+          }),
+          ' ',
+          deleteButton('Remove', 'Removing…', path, refresh, `Remove host ${host.id}?`),
         ),
-      ),
-      h(
-        'tbody',
-        {},
-        ...hosts.map((host) =>
-          h(
-            'tr',
-            { 'data-host': host.id },
-            h('td', {}, host.id, h('div', { class: 'muted' }, host.agent_url)),
-            h('td', {}, host.kind),
-            h('td', {}, host.arch),
-            stateCell(host.state),
-            h('td', { class: `state-${host.health}`, title: host.health_detail ?? '' }, host.health),
-            h('td', {}, bar(host.capacity.cpus - host.free.cpus, host.capacity.cpus, 'cpus')),
-            h('td', {}, bar(host.capacity.ram_mb - host.free.ram_mb, host.capacity.ram_mb, 'MiB')),
-            h('td', {}, bar(host.capacity.disk_gb - host.free.disk_gb, host.capacity.disk_gb, 'GiB')),
-            h(
-              'td',
-              {},
-              host.state === 'cordoned'
-                ? action('Uncordon', 'Uncordoning…', async () => {
-                    await api('POST', `/v1/hosts/${encodeURIComponent(host.id)}?action=uncordon`);
-                    await refresh();
-                  })
-                : action('Cordon', 'Cordoning…', async () => {
-                    await api('POST', `/v1/hosts/${encodeURIComponent(host.id)}?action=cordon`);
-                    await refresh();
-                  }),
-              ' ',
-              action(
-                'Remove',
-                'Removing…',
-                async () => {
-                  if (confirm(`Remove host ${host.id}?`))
-                    await api('DELETE', `/v1/hosts/${encodeURIComponent(host.id)}`);
-                  await refresh();
-                },
-                'danger',
-              ),
-            ),
-          ),
-        ),
-      ),
-    ),
+      );
+    }),
   );
 }
