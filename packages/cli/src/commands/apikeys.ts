@@ -1,13 +1,7 @@
 import type { ApiKey, CreatedApiKey } from '@orch/protocol';
-import { OrchClient } from '../api-client.js';
-import { ContextStore } from '../context-store.js';
-import { contextsFile } from '../settings.js';
 import { table } from '../table.js';
+import { client } from './client.js';
 import type { OutputMode } from './preview.js';
-
-async function client(): Promise<OrchClient> {
-  return new OrchClient((await new ContextStore(contextsFile()).current()).context);
-}
 
 /** `orch apikeys create --label L`: prints the raw secret, which the orchestrator shows only this once. */
 export async function createKey(label: string, output: OutputMode): Promise<string> {

@@ -1,15 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import type { Environment, ExecResult } from '@orch/protocol';
-import { OrchClient } from '../api-client.js';
-import { ContextStore } from '../context-store.js';
+import type { OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
-import { contextsFile } from '../settings.js';
 import { table } from '../table.js';
+import { client } from './client.js';
 import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
-
-export async function client(): Promise<OrchClient> {
-  return new OrchClient((await new ContextStore(contextsFile()).current()).context);
-}
 
 const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
 

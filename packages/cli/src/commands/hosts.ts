@@ -1,14 +1,8 @@
 import { checkAgentUrl, type Host } from '@orch/protocol';
-import { OrchClient } from '../api-client.js';
-import { ContextStore } from '../context-store.js';
 import { UsageError } from '../errors.js';
-import { contextsFile } from '../settings.js';
 import { table } from '../table.js';
+import { client } from './client.js';
 import type { OutputMode } from './preview.js';
-
-async function client(): Promise<OrchClient> {
-  return new OrchClient((await new ContextStore(contextsFile()).current()).context);
-}
 
 const path = (id: string) => `/v1/hosts/${encodeURIComponent(id)}`;
 const pct = (free: number, total: number) => (total === 0 ? '-' : `${total - free}/${total}`);

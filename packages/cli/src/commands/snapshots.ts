@@ -1,7 +1,8 @@
 import type { Environment, Snapshot } from '@orch/protocol';
 import { UsageError } from '../errors.js';
 import { table } from '../table.js';
-import { client, follow } from './environments.js';
+import { client } from './client.js';
+import { follow } from './environments.js';
 import type { OutputMode } from './preview.js';
 
 const snapPath = (id: string) => `/v1/snapshots/${encodeURIComponent(id)}`;
