@@ -166,6 +166,41 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     );
   });
 
+  test('delete the snapshot, stop the environment, remove the host only once confirmed', async () => {
+    await page.goto(`${orchd.url}/#/snapshots`);
+    await page.locator('tr[data-snapshot]').getByRole('button', { name: 'Delete' }).click();
+    await expect.poll(() => page.textContent('main')).toContain('No snapshots yet');
+    const snaps = (await orchd.request('GET', '/v1/snapshots', { token: MASTER })).body as {
+      snapshots: unknown[];
+    };
+    expect(snaps.snapshots).toEqual([]);
+
+    await page.goto(`${orchd.url}/#/environments`);
+    const row = page.locator('tr[data-env]').first();
+    await row.getByRole('button', { name: 'Stop' }).click();
+    // The page polls: the row shows the state the reconciler reaches, and loses its Stop button.
+    await expect.poll(() => row.textContent(), { timeout: 15_000 }).toContain('stopped');
+    expect(await row.getByRole('button', { name: 'Stop' }).count()).toBe(0);
+
+    await page.goto(`${orchd.url}/#/hosts`);
+    const host = page.locator('tr[data-host=h1]');
+    const deletes: string[] = [];
+    page.on('request', (r) => r.method() === 'DELETE' && deletes.push(r.url()));
+    page.once('dialog', (d) => void d.dismiss());
+    const refreshed = page.waitForResponse((r) => r.url().endsWith('/v1/hosts'));
+    await host.getByRole('button', { name: 'Remove' }).click();
+    await refreshed;
+    expect(deletes).toEqual([]);
+    expect((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).status).toBe(200);
+    page.once('dialog', (d) => {
+      expect(d.message()).toBe('Remove host h1?');
+      void d.accept();
+    });
+    await host.getByRole('button', { name: 'Remove' }).click();
+    await expect.poll(() => page.textContent('main')).toContain('No hosts yet');
+    expect((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).status).toBe(404);
+  });
+
   test('logging out sends the browser back to the login page', async () => {
     await page.goto(`${orchd.url}/#/environments`);
     await page.getByRole('button', { name: 'Log out' }).click();
