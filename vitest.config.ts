@@ -2,17 +2,26 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
-/** Workspace packages resolve to their TypeScript sources (their `source` export), not to dist/. */
-const workspaceAliases = Object.fromEntries(
-  readdirSync('packages').flatMap((dir) => {
-    const manifest = JSON.parse(readFileSync(join('packages', dir, 'package.json'), 'utf8')) as {
-      name: string;
-      exports?: { '.': { source?: string } };
-    };
-    const source = manifest.exports?.['.']?.source;
-    return source ? [[manifest.name, join(import.meta.dirname, 'packages', dir, source)]] : [];
-  }),
-);
+/**
+ * Workspace packages resolve to their TypeScript sources (the `source` condition of each entry of
+ * their `exports` map, `@support/pg/testing` included), not to dist/.
+ */
+const workspaceAliases = readdirSync('packages').flatMap((dir) => {
+  const manifest = JSON.parse(readFileSync(join('packages', dir, 'package.json'), 'utf8')) as {
+    name: string;
+    exports?: Record<string, { source?: string }>;
+  };
+  return Object.entries(manifest.exports ?? {}).flatMap(([subpath, conditions]) =>
+    conditions.source
+      ? [
+          {
+            find: new RegExp(`^${join(manifest.name, subpath).replace(/[/.]/g, '\\$&')}$`),
+            replacement: join(import.meta.dirname, 'packages', dir, conditions.source),
+          },
+        ]
+      : [],
+  );
+});
 
 const testDirs = ['packages/*/src/**/', 'packages/*/test/**/'];
 

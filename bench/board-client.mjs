@@ -14,7 +14,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { connect } from '../packages/board-client/dist/index.js';
+import { connect } from '@board/client';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');

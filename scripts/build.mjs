@@ -65,7 +65,7 @@ const externalDependencies = {
   name: 'external-dependencies',
   setup(b) {
     b.onResolve({ filter: /^[^./]/ }, (args) =>
-      /^@(orch|board)\//.test(args.path) ? undefined : { path: args.path, external: true },
+      /^@(orch|board|support)\//.test(args.path) ? undefined : { path: args.path, external: true },
     );
   },
 };

@@ -3,20 +3,10 @@
  * reached through DATABASE_URL): every method, the builder, errors, transport retries and headers,
  * the floor across two nodes (server store), watch through a node restart, abort.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  IN_CI,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
-  startNode,
-  TOKEN_SECRET,
-  tempDir,
-} from '../../board-server/test/fixtures.js';
+
+import { boardTest, cli, type NodeProcess, nodeEnv, startNode, TOKEN_SECRET } from '@board/server/testing';
+import { describeStore, removeDataDir, STORES, type TestStore, tempDir } from '@support/pg/testing';
+import { afterAll, expect, it } from 'vitest';
 import { type BoardClient, BoardError, type ChangeRecord, connect, type Result } from '../src/index.js';
 import { flakyFetch, token } from './helpers.js';
 
@@ -35,9 +25,8 @@ function tagOf<T>(r: Result<T>): string {
 }
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`board-client on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`board-client on the ${storeName} store`, () => {
+    let store: TestStore;
     let node: NodeProcess;
     let env: Record<string, string>;
     const dirs: string[] = [];
@@ -45,11 +34,11 @@ for (const storeName of STORES) {
     let admin: string;
     let tasks: BoardClient<Tasks>;
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore }) => {
+      store = await openStore(storeName);
       const dataDir = await tempDir('board-client-');
       dirs.push(dataDir);
-      env = { ...store.env(dataDir), BOARD_DATA_DIR: dataDir, BOARD_TOKEN_SECRET: TOKEN_SECRET };
+      env = { ...nodeEnv(store, dataDir), BOARD_TOKEN_SECRET: TOKEN_SECRET };
       for (const b of ['tasks', 'other']) {
         const created = await cli(
           ['board', 'create', b, '--column', 'title:TEXT', '--column', 'points:INTEGER'],
@@ -66,7 +55,6 @@ for (const storeName of STORES) {
     afterAll(async () => {
       for (const n of nodes) await n.stop();
       for (const d of dirs) await removeDataDir(d);
-      await store?.stop();
     });
 
     it('validates the board id client-side', () => {
@@ -449,8 +437,7 @@ for (const storeName of STORES) {
         const dir = await tempDir('board-client-b-');
         dirs.push(dir);
         const b = await startNode({
-          ...store.env(dir),
-          BOARD_DATA_DIR: dir,
+          ...nodeEnv(store, dir),
           BOARD_TOKEN_SECRET: TOKEN_SECRET,
           BOARD_AUTH: 'on',
           BOARD_NODE_ID: 'client-b',

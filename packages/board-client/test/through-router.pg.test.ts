@@ -4,20 +4,11 @@
  * keyed writes apply once, the floor holds, watch streams through the router, and reads keep
  * working when a node is killed.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  IN_CI,
-  type NodeProcess,
-  type RouterProcess,
-  removeDataDir,
-  type ServerPostgres,
-  serverPostgresAvailable,
-  startNode,
-  startRouterProcess,
-  startServerPostgres,
-  tempDir,
-} from '../../board-router/test/fixtures.js';
+
+import { type RouterProcess, startRouterProcess } from '@board/router/testing';
+import { boardTest, cli, type NodeProcess, startNode } from '@board/server/testing';
+import { describeOnServerPostgres, removeDataDir, type TestPostgres, tempDir } from '@support/pg/testing';
+import { afterAll, expect, it } from 'vitest';
 import { type BoardClient, type ChangeRecord, connect, type Result } from '../src/index.js';
 
 interface Items {
@@ -29,26 +20,26 @@ function must<T>(r: Result<T>): T {
   return r.value;
 }
 
-describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-client through board-router', () => {
-  let pg: ServerPostgres;
+describeOnServerPostgres('board-client through board-router', () => {
+  let pg: TestPostgres;
   let router: RouterProcess;
   const nodes: NodeProcess[] = [];
   const dirs: string[] = [];
   let items: BoardClient<Items>;
 
-  beforeAll(async () => {
-    pg = await startServerPostgres();
+  boardTest.beforeAll(async ({ testPostgres }) => {
+    pg = testPostgres;
     const adminDir = await tempDir('client-router-admin-');
     dirs.push(adminDir);
     const created = await cli(['board', 'create', 'routed', '--column', 'title:TEXT'], {
-      DATABASE_URL: pg.url,
+      DATABASE_URL: pg.url(),
       BOARD_DATA_DIR: adminDir,
     });
     expect(created.code, created.stderr).toBe(0);
     for (const id of ['node-a', 'node-b']) {
       const dir = await tempDir('client-router-node-');
       dirs.push(dir);
-      nodes.push(await startNode({ DATABASE_URL: pg.url, BOARD_DATA_DIR: dir, BOARD_NODE_ID: id }));
+      nodes.push(await startNode({ DATABASE_URL: pg.url(), BOARD_DATA_DIR: dir, BOARD_NODE_ID: id }));
     }
     router = await startRouterProcess(['--nodes', nodes.map((n) => n.url).join(','), '--port', '0']);
     items = connect<Items>({ url: router.url }).board('routed');
@@ -57,7 +48,6 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-client through boar
   afterAll(async () => {
     await router?.stop();
     for (const n of nodes) await n.stop();
-    await pg?.stop();
     for (const d of dirs) await removeDataDir(d);
   });
 

@@ -1,5 +1,5 @@
 /**
- * Router test fixtures: the board-node fixtures (real processes over a real PostgreSQL), an HTTP
+ * Router test fixtures (`@board/router/testing`; the board-node ones are `@board/server/testing`): an HTTP
  * gate proxy that can hold chosen requests (a node that is slow, or dies mid-request), and the
  * `board-router` binary.
  */
@@ -7,8 +7,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
-
-export * from '../../board-server/test/fixtures.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const BIN = join(ROOT, 'packages/board-router/bin/board-router.js');

@@ -3,39 +3,21 @@
  * proxy in front of node-c holds chosen requests: a node that is slow past any deadline (hedging),
  * or one that dies with a request in flight (an unkeyed write is not re-sent).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from '@board/server/testing';
+import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
+import { afterAll, expect, it } from 'vitest';
 import { type BoardRouter, loadConfig, startBoardRouter } from '../src/index.js';
 import { createLogger } from '../src/log.js';
-import {
-  cli,
-  events,
-  eventually,
-  type GateProxy,
-  IN_CI,
-  type NodeProcess,
-  removeDataDir,
-  rpc,
-  runRouter,
-  type ServerPostgres,
-  serverPostgresAvailable,
-  startGateProxy,
-  startNode,
-  startRouterProcess,
-  startServerPostgres,
-  tag,
-  tempDir,
-  value,
-  watch,
-} from './fixtures.js';
+import { eventually, type GateProxy, runRouter, startGateProxy, startRouterProcess } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 const COUNT = { sql: 'SELECT count(*) AS n FROM {{t}}', tables: T };
 const BOARD = 'routed';
 const silent = createLogger('silent');
 
-describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three board-nodes', () => {
-  let pg: ServerPostgres;
-  const dirs: string[] = [];
+describeOnServerPostgres('board-router over three board-nodes', () => {
+  let pg: TestPostgres;
   const nodes: NodeProcess[] = [];
   const routers: BoardRouter[] = [];
   let a: NodeProcess;
@@ -62,19 +44,17 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three b
       ),
     ).result.rows[0]?.[0];
 
-  beforeAll(async () => {
-    pg = await startServerPostgres();
+  boardTest.beforeAll(async ({ testPostgres, tempDir, startNode }) => {
+    pg = testPostgres;
     const dir = await tempDir('board-router-cli-');
-    dirs.push(dir);
     const created = await cli(['board', 'create', BOARD, '--column', 'title:TEXT'], {
-      DATABASE_URL: pg.url,
+      DATABASE_URL: pg.url(),
       BOARD_DATA_DIR: dir,
     });
     expect(created.code, created.stderr).toBe(0);
     const node = async (id: string) => {
       const d = await tempDir('board-router-node-');
-      dirs.push(d);
-      const n = await startNode({ DATABASE_URL: pg.url, BOARD_DATA_DIR: d, BOARD_NODE_ID: id });
+      const n = await startNode({ DATABASE_URL: pg.url(), BOARD_DATA_DIR: d, BOARD_NODE_ID: id });
       nodes.push(n);
       return n;
     };
@@ -87,8 +67,6 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('board-router over three b
     await Promise.all(routers.map((r) => r.stop()));
     await proxyC?.stop();
     await Promise.all(nodes.map((n) => n.kill()));
-    for (const d of dirs) await removeDataDir(d);
-    await pg?.stop();
   });
 
   it('marks every routed answer with x-data-served-by and x-data-hedged, spreading reads over the nodes', async () => {

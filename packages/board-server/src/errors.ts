@@ -1,4 +1,5 @@
 import type { ErrorTag } from '@board/protocol';
+import { isStoreUnavailable } from '@support/pg';
 import type { Logger } from './log.js';
 
 /**
@@ -28,12 +29,8 @@ export function boardError(tag: ErrorTag, message: string, details?: Record<stri
  */
 export function toWireError(err: unknown, log: Logger): { tag: ErrorTag; message: string } {
   if (err instanceof BoardError) return { tag: err.tag, message: err.message };
-  const code = (err as { code?: string }).code ?? '';
   const message = err instanceof Error ? err.message : String(err);
-  if (
-    /^(08|57|53)/.test(code) ||
-    /ECONNREFUSED|ECONNRESET|ENOENT|Connection terminated|timeout/i.test(message)
-  ) {
+  if (isStoreUnavailable(err)) {
     log.warn({ err }, 'store unavailable');
     return { tag: 'Unavailable', message: `the store is unavailable: ${message}` };
   }

@@ -3,23 +3,19 @@
  * PostgreSQL server reached through DATABASE_URL.
  */
 import { boardAdmin, createLogger, mintToken, openStore } from '@board/server';
+import { describeStore, removeDataDir, STORES, type TestStore, tempDir } from '@support/pg/testing';
 import { decodeJwt } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import {
+  boardTest,
   cli,
   events,
-  IN_CI,
   type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
+  nodeEnv,
   rpc,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
   startNode,
   TOKEN_SECRET,
   tag,
-  tempDir,
   value,
   watch,
 } from './fixtures.js';
@@ -35,9 +31,8 @@ type Outcome = {
 };
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`board-node on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`board-node on the ${storeName} store`, () => {
+    let store: TestStore;
     let node: NodeProcess;
     let dataDir: string;
     let env: Record<string, string>;
@@ -47,10 +42,10 @@ for (const storeName of STORES) {
     const insert = (board: string, rows: unknown[], extra: Record<string, unknown> = {}) =>
       rpc(node.url, 'mutate.insert', { rows, ...extra }, { board, token: admin });
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
+      store = await openStore(storeName);
       dataDir = await tempDir('board-it-');
-      env = { ...store.env(dataDir), BOARD_DATA_DIR: dataDir, BOARD_TOKEN_SECRET: TOKEN_SECRET };
+      env = { ...nodeEnv(store, dataDir), BOARD_TOKEN_SECRET: TOKEN_SECRET };
       const created = await cli(
         [
           'board',
@@ -83,12 +78,6 @@ for (const storeName of STORES) {
       admin = await mintToken(TOKEN_SECRET, { boards: ['*'], verbs: ['read', 'write'], ttlSec: 3600 });
     });
 
-    afterAll(async () => {
-      await node?.stop();
-      if (dataDir) await removeDataDir(dataDir);
-      await store?.stop();
-    });
-
     it('answers /health without auth and without engine work', async () => {
       const res = await fetch(`${node.url}/health`);
       expect(res.status).toBe(200);
@@ -99,10 +88,14 @@ for (const storeName of STORES) {
 
     it('takes its options as flags too, flags winning over the environment', async () => {
       const dir2 = await tempDir('board-flags-');
-      const flagged = await startNode(
-        { ...store.env(dir2), BOARD_DATA_DIR: dir2, BOARD_NODE_ID: 'from-env' },
-        ['--port', '0', '--node-id', 'from-flag', '--auth', 'off'],
-      );
+      const flagged = await startNode({ ...nodeEnv(store, dir2), BOARD_NODE_ID: 'from-env' }, [
+        '--port',
+        '0',
+        '--node-id',
+        'from-flag',
+        '--auth',
+        'off',
+      ]);
       try {
         expect(await (await fetch(`${flagged.url}/health`)).json()).toEqual({
           ok: true,

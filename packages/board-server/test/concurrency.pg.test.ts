@@ -4,52 +4,28 @@
  * every one is sent twice at once. Half the writers are unkeyed (the one-statement insert path). Looped over both stores; on the server store the writers are
  * spread over two nodes sharing it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  events,
-  IN_CI,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
-  startNode,
-  tempDir,
-  value,
-  watch,
-} from './fixtures.js';
+import { describeStore, STORES, type TestStore } from '@support/pg/testing';
+import { expect, it } from 'vitest';
+import { boardTest, cli, events, type NodeProcess, nodeEnv, rpc, value, watch } from './fixtures.js';
 
 const WRITERS = 12;
 const WRITES_EACH = 25;
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`concurrent writers on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`concurrent writers on the ${storeName} store`, () => {
+    let store: TestStore;
     const nodes: NodeProcess[] = [];
-    const dirs: string[] = [];
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
+      store = await openStore(storeName);
       const dir = await tempDir('board-cc-');
-      dirs.push(dir);
-      const env = { ...store.env(dir), BOARD_DATA_DIR: dir };
+      const env = nodeEnv(store, dir);
       expect((await cli(['board', 'create', 'hot', '--column', 'writer:INTEGER'], env)).code).toBe(0);
       nodes.push(await startNode(env));
       if (storeName === 'server') {
         const dir2 = await tempDir('board-cc-');
-        dirs.push(dir2);
-        nodes.push(await startNode({ ...store.env(dir2), BOARD_DATA_DIR: dir2 }));
+        nodes.push(await startNode(nodeEnv(store, dir2)));
       }
-    });
-
-    afterAll(async () => {
-      await Promise.all(nodes.map((n) => n.stop()));
-      for (const d of dirs) await removeDataDir(d);
-      await store?.stop();
     });
 
     it('assigns gap-free watermarks in commit order and applies every keyed write exactly once', async () => {

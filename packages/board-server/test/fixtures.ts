@@ -3,135 +3,41 @@
  * PostgreSQL 15 server started for the suite), with cleanup that always runs.
  */
 import { type ChildProcess, execFile as execFileCb, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { chmod, chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { pgTest, type TestStore } from '@support/pg/testing';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '../../..');
 const BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
-export const PG_BIN = '/usr/lib/postgresql/15/bin';
 export const TOKEN_SECRET = 'test-secret-test-secret-test-secret-0123456789';
 
-/** True under CI, where a missing system dependency fails the suite instead of skipping it. */
-export const IN_CI = process.env.CI === 'true';
-
-/** Whether the Debian PostgreSQL server binaries are installed. */
-export function serverPostgresAvailable(): boolean {
-  return existsSync(join(PG_BIN, 'initdb')) && existsSync(join(PG_BIN, 'pg_ctl'));
-}
-
-/** A temp directory that the `postgres` user can traverse (the embedded store runs as postgres when we are root). */
-export async function tempDir(prefix: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), prefix));
-  await chmod(dir, 0o755);
-  return dir;
-}
-
-async function freePort(): Promise<number> {
-  return await new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function postgresIds(): Promise<{ uid: number; gid: number } | undefined> {
-  if (process.getuid?.() !== 0) return undefined;
-  const uid = Number((await execFile('id', ['-u', 'postgres'])).stdout.trim());
-  const gid = Number((await execFile('id', ['-g', 'postgres'])).stdout.trim());
-  return { uid, gid };
-}
-
-/** A PostgreSQL 15 server on a free loopback TCP port, stopped and removed by `stop()`. */
-export interface ServerPostgres {
-  url: string;
-  /** Stops the server (immediate shutdown) and removes its directory. */
-  stop(): Promise<void>;
-  /** Stops the server but keeps its data, to simulate an outage. */
-  halt(): Promise<void>;
-  /** Starts a halted server again on the same port. */
-  resume(): Promise<void>;
-}
-
-/** Starts a PostgreSQL server from the Debian package (as user `postgres` when root). */
-export async function startServerPostgres(): Promise<ServerPostgres> {
-  if (!serverPostgresAvailable()) {
-    throw new Error(`PostgreSQL server binaries missing under ${PG_BIN} (Debian package postgresql-15)`);
-  }
-  const dir = await tempDir('board-pg-');
-  const ids = await postgresIds();
-  if (ids) await chown(dir, ids.uid, ids.gid);
-  const as = (cmd: string, args: string[]) =>
-    ids ? execFile('runuser', ['-u', 'postgres', '--', cmd, ...args]) : execFile(cmd, args);
-  const data = join(dir, 'data');
-  await as(join(PG_BIN, 'initdb'), [
-    '-D',
-    data,
-    '-U',
-    'postgres',
-    '--auth=trust',
-    '-E',
-    'UTF8',
-    '--locale=C',
-  ]);
-  const port = await freePort();
-  const start = () =>
-    as(join(PG_BIN, 'pg_ctl'), [
-      'start',
-      '-D',
-      data,
-      '-w',
-      '-l',
-      join(dir, 'log'),
-      '-o',
-      `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=300 -c fsync=off`,
-    ]);
-  await start();
-  return {
-    url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
-    async halt() {
-      await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', data, '-m', 'immediate', '-w']);
-    },
-    async resume() {
-      await start();
-    },
-    async stop() {
-      await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', data, '-m', 'immediate', '-w']).catch(() => undefined);
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** The two stores every integration suite runs against (Kysely's DIALECTS loop). */
-export const STORES = ['embedded', 'server'] as const;
-export type StoreName = (typeof STORES)[number];
-
-/** A store for one suite: the env a node needs for it, and cleanup. */
-export interface StoreFixture {
-  name: StoreName;
-  /** Env for a node; each node gets its own data dir (`dataDir()`). */
-  env(dataDir: string): Record<string, string>;
-  stop(): Promise<void>;
+/** The env a node needs for a test store and its own data dir. */
+export function nodeEnv(store: TestStore, dataDir: string): Record<string, string> {
+  return { ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}), BOARD_DATA_DIR: dataDir };
 }
 
 /**
- * Opens a store. `embedded`: nodes share the first data dir handed out (one embedded PostgreSQL);
- * `server`: a PostgreSQL server over TCP that every node reaches through DATABASE_URL.
+ * `pgTest` (`@support/pg/testing`) plus `startNode`: a board-node process that is stopped when the
+ * test file ends, before its data dir and its store go away (file-scoped, usable in `beforeAll`).
+ *
+ * @example
+ * ```ts
+ * boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
+ *   env = nodeEnv(await openStore(store), await tempDir('board-'));
+ *   node = await startNode(env);
+ * });
+ * ```
  */
-export async function openStoreFixture(name: StoreName): Promise<StoreFixture> {
-  if (name === 'server') {
-    const pg = await startServerPostgres();
-    return { name, env: () => ({ DATABASE_URL: pg.url }), stop: () => pg.stop() };
-  }
-  return { name, env: () => ({}), stop: async () => undefined };
-}
+export const boardTest = pgTest.extend(
+  'startNode',
+  { scope: 'file' },
+  async ({ cleanups }) =>
+    async (env: Record<string, string>, args: string[] = []) => {
+      const node = await startNode(env, args);
+      return cleanups.add(node, () => node.stop());
+    },
+);
 
 /** A running board-node process. */
 export interface NodeProcess {
@@ -211,28 +117,6 @@ export async function cli(
     const e = err as { stdout?: string; stderr?: string; code?: number };
     return { stdout: e.stdout ?? '', stderr: e.stderr ?? '', code: typeof e.code === 'number' ? e.code : 1 };
   }
-}
-
-/** Stops an embedded PostgreSQL left running under `dataDir` (e.g. after SIGKILL) and removes the dir. */
-export async function removeDataDir(dataDir: string): Promise<void> {
-  const pidFile = join(dataDir, 'pg', 'data', 'postmaster.pid');
-  try {
-    const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-    if (pid > 0) {
-      process.kill(pid, 'SIGQUIT');
-      for (let i = 0; i < 100; i++) {
-        try {
-          process.kill(pid, 0);
-          await new Promise((r) => setTimeout(r, 50));
-        } catch {
-          break;
-        }
-      }
-    }
-  } catch {
-    // no embedded PostgreSQL running there
-  }
-  await rm(dataDir, { recursive: true, force: true });
 }
 
 /** An HTTP answer: status and parsed JSON body (or the raw text when not JSON). */

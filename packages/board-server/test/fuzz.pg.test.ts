@@ -6,32 +6,19 @@ import { connect } from 'node:net';
 import { ERROR_TAGS, PROCEDURES, wireEnvelopeSchema } from '@board/protocol';
 import { mintToken } from '@board/server';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  type StoreFixture,
-  startNode,
-  TOKEN_SECRET,
-  tempDir,
-  value,
-} from './fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { boardTest, cli, type NodeProcess, rpc, TOKEN_SECRET, value } from './fixtures.js';
 
 const SEED = 20261121;
 const RUNS = 3000;
 
 describe('fuzz: malformed bodies and headers get envelope answers only', () => {
-  let store: StoreFixture;
   let node: NodeProcess;
   let dir: string;
   let token: string;
   let readOnly: string;
 
-  beforeAll(async () => {
-    store = await openStoreFixture('embedded');
+  boardTest.beforeAll(async ({ tempDir, startNode }) => {
     dir = await tempDir('board-fuzz-');
     const env = { BOARD_DATA_DIR: dir, BOARD_TOKEN_SECRET: TOKEN_SECRET };
     expect(
@@ -40,12 +27,6 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     node = await startNode({ ...env, BOARD_AUTH: 'on' });
     token = await mintToken(TOKEN_SECRET, { boards: ['fuzz'], verbs: ['read', 'write'], ttlSec: 3600 });
     readOnly = await mintToken(TOKEN_SECRET, { boards: ['fuzz'], verbs: ['read'], ttlSec: 3600 });
-  });
-
-  afterAll(async () => {
-    await node?.stop();
-    if (dir) await removeDataDir(dir);
-    await store?.stop();
   });
 
   const headerText = fc.string({ maxLength: 80 }).map((s) => s.replace(/[^\x20-\x7e]/g, ''));

@@ -4,32 +4,19 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  type StoreFixture,
-  startNode,
-  tag,
-  tempDir,
-  value,
-} from './fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { boardTest, cli, type NodeProcess, rpc, tag, value } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 const SECRET = 'TOPSECRET_5d1c';
 
 describe('query isolation: escape attempts are all refused', () => {
-  let store: StoreFixture;
   let node: NodeProcess;
   let dir: string;
   let secretReplica: string;
   const drop = () => join(dir, 'escape-output');
 
-  beforeAll(async () => {
-    store = await openStoreFixture('embedded');
+  boardTest.beforeAll(async ({ tempDir, startNode }) => {
     dir = await tempDir('board-iso-');
     const env = { BOARD_DATA_DIR: dir };
     expect((await cli(['board', 'create', 'mine', '--column', 'title:TEXT'], env)).code).toBe(0);
@@ -44,12 +31,6 @@ describe('query isolation: escape attempts are all refused', () => {
     value(await rpc(node.url, 'query.execute', { sql: 'SELECT * FROM {{t}}', tables: T }, { board: 'mine' }));
     secretReplica = join(dir, 'replicas', 'secret.2.duckdb');
     expect(existsSync(secretReplica)).toBe(true);
-  });
-
-  afterAll(async () => {
-    await node?.stop();
-    if (dir) await removeDataDir(dir);
-    await store?.stop();
   });
 
   /** [label, sql, expected tag] */

@@ -3,22 +3,12 @@
  * with a demo board, and the README's write, query and watch work against it; orchd runs beside it.
  */
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { freePort, removeDataDir, tempDir } from '@support/pg/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { events, removeDataDir, rpc, tempDir, value, watch } from './fixtures.js';
+import { events, rpc, value, watch } from './fixtures.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
-
-async function freePort(): Promise<number> {
-  return await new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => res(port));
-    });
-  });
-}
 
 describe('npm start', () => {
   let dir: string;
@@ -70,6 +60,7 @@ describe('npm start', () => {
       await exited;
     }
     if (dir) await removeDataDir(join(dir, 'data'));
+    if (dir) await removeDataDir(join(dir, 'orchd'));
     if (dir) await removeDataDir(dir);
   });
 

@@ -3,21 +3,9 @@
  * memory than BOARD_REPLICA_MEMORY_MB, and re-attached from its file on demand, also after a
  * node restart.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  IN_CI,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
-  startNode,
-  tempDir,
-  value,
-} from './fixtures.js';
+import { describeStore, STORES, type TestStore } from '@support/pg/testing';
+import { expect, it } from 'vitest';
+import { boardTest, cli, type NodeProcess, nodeEnv, rpc, startNode, value } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 type Outcome = { cache: string; sync: { mode: string }; result: { rows: unknown[][] }; watermark: number };
@@ -31,21 +19,19 @@ type Stats = {
 };
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`replica memory budget on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`replica memory budget on the ${storeName} store`, () => {
+    let store: TestStore;
     let node: NodeProcess;
     let dir: string;
     let env: Record<string, string>;
     const count = (board: string) =>
       rpc(node.url, 'query.execute', { sql: 'SELECT count(*), sum(n) FROM {{t}}', tables: T }, { board });
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
+      store = await openStore(storeName);
       dir = await tempDir('board-mem-');
       env = {
-        ...store.env(dir),
-        BOARD_DATA_DIR: dir,
+        ...nodeEnv(store, dir),
         BOARD_REPLICA_MAX_OPEN: '16',
         BOARD_REPLICA_MEMORY_MB: '1',
       };
@@ -65,12 +51,6 @@ for (const storeName of STORES) {
           value(await rpc(node.url, 'mutate.insert', { rows }, { board: b }));
         }
       }
-    });
-
-    afterAll(async () => {
-      await node?.stop();
-      if (dir) await removeDataDir(dir);
-      await store?.stop();
     });
 
     it('closes the least recently used replica beyond the memory budget and re-attaches it', async () => {

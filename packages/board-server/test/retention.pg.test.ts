@@ -2,24 +2,9 @@
  * Tail-only retention by count and by age, and what consumers see beyond it: changes.read and
  * /watch answer a resync, and a replica whose log no longer reaches back is rebuilt.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  events,
-  IN_CI,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
-  startNode,
-  tag,
-  tempDir,
-  value,
-  watch,
-} from './fixtures.js';
+import { describeStore, STORES, type TestStore } from '@support/pg/testing';
+import { expect, it } from 'vitest';
+import { boardTest, cli, events, type NodeProcess, nodeEnv, rpc, tag, value, watch } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 type Page =
@@ -37,19 +22,18 @@ async function until<T>(fn: () => Promise<T | undefined>, timeoutMs = 20_000): P
 }
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`retention on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`retention on the ${storeName} store`, () => {
+    let store: TestStore;
     let node: NodeProcess;
     let dataDir: string;
     const write = (board: string, id: string) =>
       rpc(node.url, 'mutate.insert', { rows: [{ id }] }, { board });
     const read = (board: string, after: number) => rpc(node.url, 'changes.read', { after }, { board });
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
+      store = await openStore(storeName);
       dataDir = await tempDir('board-ret-');
-      const env = { ...store.env(dataDir), BOARD_DATA_DIR: dataDir };
+      const env = nodeEnv(store, dataDir);
       for (const b of ['bycount', 'byage']) expect((await cli(['board', 'create', b], env)).code).toBe(0);
       node = await startNode({
         ...env,
@@ -57,12 +41,6 @@ for (const storeName of STORES) {
         BOARD_RETENTION_MAX_AGE_SEC: '2',
         BOARD_RETENTION_INTERVAL_MS: '50',
       });
-    });
-
-    afterAll(async () => {
-      await node?.stop();
-      if (dataDir) await removeDataDir(dataDir);
-      await store?.stop();
     });
 
     it('keeps only the newest records (tail-only), answers resync beyond them, and rebuilds a replica left behind', async () => {

@@ -3,41 +3,26 @@
  * retrying every write after a restart applies nothing twice. Looped over both stores; on the
  * embedded store the restarted node adopts the PostgreSQL the killed one left running.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  IN_CI,
-  type NodeProcess,
-  openStoreFixture,
-  removeDataDir,
-  rpc,
-  STORES,
-  type StoreFixture,
-  serverPostgresAvailable,
-  startNode,
-  tempDir,
-  value,
-} from './fixtures.js';
+import { describeStore, STORES, type TestStore } from '@support/pg/testing';
+import { afterAll, expect, it } from 'vitest';
+import { boardTest, cli, type NodeProcess, nodeEnv, rpc, startNode, value } from './fixtures.js';
 
 for (const storeName of STORES) {
-  const missing = storeName === 'server' && !serverPostgresAvailable();
-  describe.skipIf(missing && !IN_CI)(`SIGKILL during keyed writes on the ${storeName} store`, () => {
-    let store: StoreFixture;
+  describeStore(storeName)(`SIGKILL during keyed writes on the ${storeName} store`, () => {
+    let store: TestStore;
     let dir: string;
     let env: Record<string, string>;
     const nodes: NodeProcess[] = [];
 
-    beforeAll(async () => {
-      store = await openStoreFixture(storeName);
+    boardTest.beforeAll(async ({ openStore, tempDir }) => {
+      store = await openStore(storeName);
       dir = await tempDir('board-kill-');
-      env = { ...store.env(dir), BOARD_DATA_DIR: dir };
+      env = nodeEnv(store, dir);
       expect((await cli(['board', 'create', 'ledger', '--column', 'amount:INTEGER'], env)).code).toBe(0);
     });
 
     afterAll(async () => {
       for (const n of nodes) await n.kill();
-      if (dir) await removeDataDir(dir);
-      await store?.stop();
     });
 
     it('keeps every acknowledged write and applies each retried key once', async () => {

@@ -3,43 +3,23 @@
  * `Unavailable`), /health still answers, an open watch stream survives and stays complete, and
  * the node serves again once the store is back. It never crashes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  events,
-  IN_CI,
-  type NodeProcess,
-  removeDataDir,
-  rpc,
-  type ServerPostgres,
-  serverPostgresAvailable,
-  startNode,
-  startServerPostgres,
-  tag,
-  tempDir,
-  value,
-  watch,
-} from './fixtures.js';
+import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
+import { expect, it } from 'vitest';
+import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 
-describe.skipIf(!serverPostgresAvailable() && !IN_CI)('a PostgreSQL outage under a running node', () => {
-  let pg: ServerPostgres;
+describeOnServerPostgres('a PostgreSQL outage under a running node', () => {
+  let pg: TestPostgres;
   let node: NodeProcess;
   let dir: string;
 
-  beforeAll(async () => {
-    pg = await startServerPostgres();
+  boardTest.beforeAll(async ({ testPostgres, tempDir, startNode }) => {
+    pg = testPostgres;
     dir = await tempDir('board-outage-');
-    const env = { DATABASE_URL: pg.url, BOARD_DATA_DIR: dir };
+    const env = { DATABASE_URL: pg.url(), BOARD_DATA_DIR: dir };
     expect((await cli(['board', 'create', 'flaky'], env)).code).toBe(0);
     node = await startNode(env);
-  });
-
-  afterAll(async () => {
-    await node?.stop();
-    if (dir) await removeDataDir(dir);
-    await pg?.stop();
   });
 
   it('answers Unavailable during the outage and serves again after it', async () => {
@@ -62,7 +42,7 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('a PostgreSQL outage under
       until: (items) => events(items).some((e) => e.event === 'change' || e.event === 'error'),
     });
     await new Promise((r) => setTimeout(r, 300));
-    await pg.halt();
+    await pg.halt('immediate');
 
     for (const [procedure, body] of [
       ['mutate.insert', { rows: [{ id: 'during' }] }],

@@ -2,50 +2,31 @@
  * Two nodes sharing one PostgreSQL server: a write on A is read on B (the floor respected) and
  * pushed to B's watchers, by LISTEN/NOTIFY and, with LISTEN off, by the poll alone.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cli,
-  events,
-  IN_CI,
-  type NodeProcess,
-  removeDataDir,
-  rpc,
-  type ServerPostgres,
-  serverPostgresAvailable,
-  startNode,
-  startServerPostgres,
-  tag,
-  tempDir,
-  value,
-  watch,
-} from './fixtures.js';
+import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
+import { expect, it } from 'vitest';
+import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 
-describe.skipIf(!serverPostgresAvailable() && !IN_CI)('two nodes on one PostgreSQL', () => {
-  let pg: ServerPostgres;
-  const nodes: NodeProcess[] = [];
-  const dirs: string[] = [];
+describeOnServerPostgres('two nodes on one PostgreSQL', () => {
+  let pg: TestPostgres;
   let a: NodeProcess;
   let b: NodeProcess;
   let pollOnly: NodeProcess;
-
+  let tempDir: (prefix: string) => Promise<string>;
+  let startNode: (env: Record<string, string>) => Promise<NodeProcess>;
   const node = async (id: string, extra: Record<string, string> = {}) => {
     const dir = await tempDir('board-2n-');
-    dirs.push(dir);
-    const n = await startNode({ DATABASE_URL: pg.url, BOARD_DATA_DIR: dir, BOARD_NODE_ID: id, ...extra });
-    nodes.push(n);
-    return n;
+    return await startNode({ DATABASE_URL: pg.url(), BOARD_DATA_DIR: dir, BOARD_NODE_ID: id, ...extra });
   };
 
-  beforeAll(async () => {
-    pg = await startServerPostgres();
+  boardTest.beforeAll(async ({ testPostgres, tempDir: makeDir, startNode: start }) => {
+    [pg, tempDir, startNode] = [testPostgres, makeDir, start];
     const dir = await tempDir('board-2n-cli-');
-    dirs.push(dir);
     expect(
       (
         await cli(['board', 'create', 'shared', '--column', 'title:TEXT'], {
-          DATABASE_URL: pg.url,
+          DATABASE_URL: pg.url(),
           BOARD_DATA_DIR: dir,
         })
       ).code,
@@ -55,12 +36,6 @@ describe.skipIf(!serverPostgresAvailable() && !IN_CI)('two nodes on one PostgreS
       node('node-b'),
       node('node-poll', { BOARD_NOTIFY: 'off' }),
     ]);
-  });
-
-  afterAll(async () => {
-    await Promise.all(nodes.map((n) => n.stop()));
-    for (const d of dirs) await removeDataDir(d);
-    await pg?.stop();
   });
 
   it('reports distinct node ids on /health and node.stats', async () => {

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
 
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
-const skip = !PgServer.available();
+const skip = !TestPostgres.available() && !IN_CI;
 
 const MASTER = `master-${randomBytes(12).toString('hex')}`;
 const KEY = randomBytes(32).toString('base64');
@@ -74,14 +72,12 @@ function expected(
 describe.skipIf(skip)(
   'the authentication matrix: 4 configurations x 8 callers x every master-only route and open ones',
   () => {
-    let pg: PgServer;
     const dirs: ReturnType<typeof tempDataDir>[] = [];
     const orchd = {} as Record<ConfigName, OrchdProcess>;
     const creds = {} as Record<ConfigName, Record<PrincipalName, { token?: string; cookie?: string }>>;
 
-    beforeAll(async () => {
-      pg = await PgServer.create();
-      const url = pg.createDatabase('auth_matrix');
+    pgTest.beforeAll(async ({ testPostgres }) => {
+      const url = await testPostgres.createDatabase('auth_matrix');
       const embedded = () => {
         const d = tempDataDir();
         dirs.push(d);
@@ -126,7 +122,6 @@ describe.skipIf(skip)(
 
     afterAll(async () => {
       await Promise.all(Object.values(orchd).map((o) => o?.stop()));
-      await pg?.destroy();
       for (const d of dirs) d.cleanup();
     });
 

@@ -3,20 +3,17 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
 import { FakeAgent } from './fake-agent.js';
 import { OrchdProcess } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
 
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
-const skip = !PgServer.available();
+const skip = !TestPostgres.available() && !IN_CI;
 
 /** The `orch` CLI's control-plane commands against a real orchd (server store: master token and API keys). */
 const ORCH = fileURLToPath(new URL('../../cli/bin/orch.js', import.meta.url));
 const MASTER = 'cli-master-token';
 const config = mkdtempSync(join(tmpdir(), 'orch-cli-config-'));
-let pg: PgServer;
 let orchd: OrchdProcess;
 let agent: FakeAgent;
 
@@ -36,11 +33,9 @@ function orch(...args: string[]): Promise<{ code: number | null; stdout: string;
   });
 }
 
-beforeAll(async () => {
-  if (skip) return;
-  pg = await PgServer.create();
+pgTest.beforeAll(async ({ testPostgres }) => {
   orchd = await OrchdProcess.start({
-    DATABASE_URL: pg.createDatabase('cli'),
+    DATABASE_URL: await testPostgres.createDatabase('cli'),
     TOKEN_ENCRYPTION_KEY: '12'.repeat(32),
     ORCH_AUTH_TOKEN: MASTER,
   });
@@ -49,7 +44,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await orchd?.stop();
   await agent?.close();
-  await pg?.destroy();
   rmSync(config, { recursive: true, force: true });
 });
 

@@ -3,15 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Environment, Snapshot } from '@orch/protocol';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describeStores, pgTest, type TestPostgres } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
 import { WebSocket } from 'ws';
 import { FakeAgent } from './fake-agent.js';
-import { OrchdProcess, tempDataDir } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
+import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { orchCli } from './run-cli.js';
-
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
 
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
 const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
@@ -20,10 +17,8 @@ const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
  * Environments and snapshots end to end: `orch` → `orchd` → a test agent that speaks the agent
  * protocol (the QEMU agent has its own VM tests), on both stores.
  */
-describe.each(['embedded', 'server'] as const)('environments on the %s store', (store) => {
-  const skip = store === 'server' && !PgServer.available();
-  let pg: PgServer | undefined;
-  let data: ReturnType<typeof tempDataDir> | undefined;
+describeStores('environments on the %s store', (store) => {
+  let pg: TestPostgres | undefined;
   let env: Record<string, string>;
   let orchd: OrchdProcess;
   let agent: FakeAgent;
@@ -33,18 +28,10 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
   const getEnv = async (id: string) =>
     (await orchd.request('GET', `/v1/environments/${id}`, as)).body as Environment;
 
-  beforeAll(async () => {
-    if (skip) return;
-    if (store === 'server') {
-      pg = await PgServer.create();
-      env = {
-        DATABASE_URL: pg.createDatabase('envs'),
-        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
-      };
-    } else {
-      data = tempDataDir();
-      env = { ORCH_DATA_DIR: data.dir };
-    }
+  pgTest.beforeAll(async ({ openStore, tempDir }) => {
+    const opened = await openStore(store);
+    pg = opened.server;
+    env = orchdStoreEnv(opened, await tempDir('orchd-data-'));
     env = { ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL: '1', ORCH_AGENT_TIMEOUT: '3' };
     orchd = await OrchdProcess.start(env);
     agent = await FakeAgent.start(AGENT_TOKEN);
@@ -59,12 +46,10 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
   afterAll(async () => {
     await orchd?.stop();
     await agent?.close();
-    await pg?.destroy();
-    data?.cleanup();
     rmSync(config, { recursive: true, force: true });
   });
 
-  describe.skipIf(skip)('the whole path', () => {
+  describe('the whole path', () => {
     test('up, exec, disk and live snapshots, restore each, delete everything', async () => {
       // up: secrets named by the definition are required and posted; nothing else.
       const up = await orch(
@@ -193,7 +178,7 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
     });
   });
 
-  describe.skipIf(skip)('snapshot reads conform to the spec', () => {
+  describe('snapshot reads conform to the spec', () => {
     test('an unknown id is 404 not_found', async () => {
       const r = await orchd.request('GET', '/v1/snapshots/snap_nope', as);
       expect(r.status).toBe(404);
@@ -259,13 +244,13 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
     // Only the server store can be stopped from outside.
     if (store === 'server') {
       test('a store failure on GET /v1/snapshots/{id} is 404, never 500', async () => {
-        await pg!.stop();
+        await pg!.halt();
         try {
           const r = await orchd.request('GET', '/v1/snapshots/snap_any', as);
           expect(r.status).toBe(404);
           expect(r.body).toMatchObject({ error: { code: 'not_found' } });
         } finally {
-          await pg!.start();
+          await pg!.resume();
         }
         await expect
           .poll(async () => (await orchd.request('GET', '/v1/environments', as)).status, { timeout: 30_000 })
@@ -274,7 +259,7 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
     }
   });
 
-  describe.skipIf(skip)('placement, failures and reconciliation', () => {
+  describe('placement, failures and reconciliation', () => {
     test('what no host could ever run is invalid_argument; a full or cordoned fleet is unavailable', async () => {
       const big = await orchd.request('POST', '/v1/environments', { ...as, body: request({ cpus: 64 }) });
       expect(big.status).toBe(400);
@@ -393,7 +378,7 @@ describe.each(['embedded', 'server'] as const)('environments on the %s store', (
     });
   });
 
-  describe.skipIf(skip)('attach', () => {
+  describe('attach', () => {
     test('the console is proxied over WebSocket to the agent (master only)', async () => {
       const e = await createEnv();
       const url = `${orchd.url.replace('http', 'ws')}/v1/environments/${e.id}/attach`;

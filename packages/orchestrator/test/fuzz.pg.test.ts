@@ -1,9 +1,9 @@
 import { connect } from 'node:net';
 import { ERROR_CODES } from '@orch/protocol';
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
 import fc from 'fast-check';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import { OrchdProcess } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
 
 /**
  * Thousands of malformed requests (bad JSON, wrong types, huge bodies, odd paths, methods and
@@ -11,25 +11,19 @@ import { PgServer } from './pg-server.js';
  */
 const MASTER = 'fuzz-master-token';
 const MAX_BODY = 1 << 20;
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
 
 // The fully featured configuration (server store: master token and API keys), so every route is live.
-const skip = !PgServer.available();
-let pg: PgServer;
+const skip = !TestPostgres.available() && !IN_CI;
 let orchd: OrchdProcess;
-beforeAll(async () => {
-  if (skip) return;
-  pg = await PgServer.create();
+pgTest.beforeAll(async ({ testPostgres }) => {
   orchd = await OrchdProcess.start({
-    DATABASE_URL: pg.createDatabase('fuzz'),
+    DATABASE_URL: await testPostgres.createDatabase('fuzz'),
     TOKEN_ENCRYPTION_KEY: 'ef'.repeat(32),
     ORCH_AUTH_TOKEN: MASTER,
   });
 });
 afterAll(async () => {
   await orchd?.stop();
-  await pg?.destroy();
 });
 
 const segment = fc.oneof(

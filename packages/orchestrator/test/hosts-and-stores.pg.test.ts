@@ -1,23 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describeStores, pgTest, type TestPostgres } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
 import { FakeAgent } from './fake-agent.js';
-import { OrchdProcess, tempDataDir } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
-
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
+import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
 const MASTER = `master-${randomBytes(12).toString('hex')}`;
 const DEFAULT_AGENT_TOKEN = `default-agent-${randomBytes(8).toString('hex')}`;
 const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
 
 /** One suite, run against both stores (STYLE.md: Kysely's DIALECTS loop). */
-describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) => {
-  const skip = store === 'server' && !PgServer.available();
-  let pg: PgServer | undefined;
-  let data: ReturnType<typeof tempDataDir> | undefined;
+describeStores('orchd on the %s store', (store) => {
+  let pg: TestPostgres | undefined;
+  let dataDir: string;
   let env: Record<string, string>;
   let orchd: OrchdProcess;
   const agents: FakeAgent[] = [];
@@ -28,18 +24,11 @@ describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) 
   };
   const as = { token: MASTER };
 
-  beforeAll(async () => {
-    if (skip) return;
-    if (store === 'server') {
-      pg = await PgServer.create();
-      env = {
-        DATABASE_URL: pg.createDatabase('hosts_suite'),
-        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-      };
-    } else {
-      data = tempDataDir();
-      env = { ORCH_DATA_DIR: data.dir };
-    }
+  pgTest.beforeAll(async ({ openStore, tempDir }) => {
+    const opened = await openStore(store);
+    pg = opened.server;
+    dataDir = await tempDir('orchd-data-');
+    env = orchdStoreEnv(opened, dataDir);
     env = {
       ...env,
       ORCH_AUTH_TOKEN: MASTER,
@@ -52,11 +41,9 @@ describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) 
   afterAll(async () => {
     await orchd?.stop();
     await Promise.all(agents.map((a) => a.close()));
-    await pg?.destroy();
-    data?.cleanup();
   });
 
-  describe.skipIf(skip)('hosts', () => {
+  describe('hosts', () => {
     test('registration dials the agent, learns topology and capacity, and never returns the token', async () => {
       const a = await agent();
       const r = await orchd.request('POST', '/v1/hosts', {
@@ -251,7 +238,7 @@ describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) 
     });
   });
 
-  describe.skipIf(skip)('the store', () => {
+  describe('the store', () => {
     test('state survives a restart', async () => {
       const a = await agent();
       await orchd.request('POST', '/v1/hosts', {
@@ -280,14 +267,16 @@ describe.each(['embedded', 'server'] as const)('orchd on the %s store', (store) 
         })
         .toBe(200);
       if (pg) {
-        await pg.stop();
+        await pg.halt();
         const down = await orchd.request('GET', '/v1/hosts', as);
         expect(down.status).toBe(503);
         expect(down.body).toMatchObject({ error: { code: 'unavailable' } });
-        await pg.start();
+        await pg.resume();
       } else {
         // Freeze the embedded postmaster: queries time out as unavailable; thaw it and they work again.
-        const pid = Number(readFileSync(join(data!.dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+        const pid = Number(
+          readFileSync(join(dataDir, 'pg', 'data', 'postmaster.pid'), 'utf8').split('\n')[0],
+        );
         // The postmaster first, so that it forks no backend after the children are listed.
         process.kill(pid, 'SIGSTOP');
         const frozen = [pid, ...childrenOf(pid)];

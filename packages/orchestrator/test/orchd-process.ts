@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { TestStore } from '@support/pg/testing';
 
 const ORCHD_BIN = fileURLToPath(new URL('../bin/orchd.js', import.meta.url));
 
@@ -104,4 +106,11 @@ export class OrchdProcess {
 export function tempDataDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'orchd-data-'));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** orchd's settings for a test store: `DATABASE_URL` and a key for the server, the data dir for the embedded one. */
+export function orchdStoreEnv(store: TestStore, dataDir: string): Record<string, string> {
+  return store.databaseUrl
+    ? { DATABASE_URL: store.databaseUrl, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') }
+    : { ORCH_DATA_DIR: dataDir };
 }

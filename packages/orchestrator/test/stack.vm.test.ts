@@ -2,15 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AgentProcess, qemuAvailable, qemuPids } from '@orch/agent/testing';
 import type { Environment, Snapshot } from '@orch/protocol';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { AgentProcess, qemuAvailable, qemuPids } from '../../agent/test/agent-process.js';
-import { OrchdProcess, tempDataDir } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
+import { describeStores, pgTest } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
+import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { orchCli } from './run-cli.js';
-
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
 
 /**
  * The whole orchestrator path with a real host agent and real QEMU microVMs (TCG), on both stores:
@@ -18,10 +15,7 @@ if (!PgServer.available() && process.env.CI === 'true')
  * a restore of each, and deleting everything leaves no VM behind.
  */
 describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', () => {
-  describe.each(['embedded', 'server'] as const)('on the %s store', (store) => {
-    const skip = store === 'server' && !PgServer.available();
-    let pg: PgServer | undefined;
-    let data: ReturnType<typeof tempDataDir> | undefined;
+  describeStores('on the %s store', (store) => {
     let orchd: OrchdProcess;
     let agent: AgentProcess;
     let agentDir: string;
@@ -29,21 +23,10 @@ describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', ()
     const orch = (...args: string[]) => orchCli(config, ...args);
     const MASTER = `m-${randomBytes(8).toString('hex')}`;
 
-    beforeAll(async () => {
-      if (skip) return;
+    pgTest.beforeAll(async ({ openStore, tempDir }) => {
       agentDir = AgentProcess.makeDataDir();
       agent = await AgentProcess.start({ dataDir: agentDir });
-      let env: Record<string, string>;
-      if (store === 'server') {
-        pg = await PgServer.create();
-        env = {
-          DATABASE_URL: pg.createDatabase('stack'),
-          TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-        };
-      } else {
-        data = tempDataDir();
-        env = { ORCH_DATA_DIR: data.dir };
-      }
+      const env = orchdStoreEnv(await openStore(store), await tempDir('orchd-data-'));
       orchd = await OrchdProcess.start({
         ...env,
         ORCH_AUTH_TOKEN: MASTER,
@@ -59,107 +42,102 @@ describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', ()
       await orchd?.stop();
       await agent?.stop();
       if (agentDir) AgentProcess.removeDataDir(agentDir);
-      await pg?.destroy();
-      data?.cleanup();
       rmSync(config, { recursive: true, force: true });
     });
 
-    test.skipIf(skip)(
-      'up, exec, expose, snapshot disk and live, restore each, delete everything',
-      async () => {
-        const up = await orch('-o', 'json', 'up', 'examples/hello');
-        expect(up.stderr.replace(/\r?env_\S+: creating[^\n]*\n?/g, '')).toBe('');
-        expect(up.code).toBe(0);
-        const env = JSON.parse(up.stdout) as Environment;
-        expect(env).toMatchObject({
-          state: 'running',
-          host_id: 'local',
-          task_id: 'hello',
-          spec: { cpus: 1, ram_mb: 256, storage_gb: 1 },
-        });
+    test('up, exec, expose, snapshot disk and live, restore each, delete everything', async () => {
+      const up = await orch('-o', 'json', 'up', 'examples/hello');
+      expect(up.stderr.replace(/\r?env_\S+: creating[^\n]*\n?/g, '')).toBe('');
+      expect(up.code).toBe(0);
+      const env = JSON.parse(up.stdout) as Environment;
+      expect(env).toMatchObject({
+        state: 'running',
+        host_id: 'local',
+        task_id: 'hello',
+        spec: { cpus: 1, ram_mb: 256, storage_gb: 1 },
+      });
 
-        // exec: the command really runs in the guest.
-        expect(await orch('exec', env.id, '--', 'echo', 'hi')).toEqual({
-          code: 0,
-          stdout: 'hi\n',
-          stderr: '',
-        });
-        const fails = await orch('exec', env.id, '--', 'sh', '-c', 'echo oops >&2; exit 3');
-        expect(fails).toEqual({ code: 3, stdout: '', stderr: 'oops\n' });
-        expect((await orch('exec', env.id, '--', 'nproc')).stdout).toBe('1\n');
+      // exec: the command really runs in the guest.
+      expect(await orch('exec', env.id, '--', 'echo', 'hi')).toEqual({
+        code: 0,
+        stdout: 'hi\n',
+        stderr: '',
+      });
+      const fails = await orch('exec', env.id, '--', 'sh', '-c', 'echo oops >&2; exit 3');
+      expect(fails).toEqual({ code: 3, stdout: '', stderr: 'oops\n' });
+      expect((await orch('exec', env.id, '--', 'nproc')).stdout).toBe('1\n');
 
-        // The startup script serves a page through the exposed port.
-        const port = env.ports.find((p) => p.as === 'web')!;
-        await expect
-          .poll(
-            async () =>
-              (
-                await fetch(port.url)
-                  .then((r) => r.text())
-                  .catch(() => '')
-              ).startsWith('hello from'),
-            { timeout: 60_000 },
+      // The startup script serves a page through the exposed port.
+      const port = env.ports.find((p) => p.as === 'web')!;
+      await expect
+        .poll(
+          async () =>
+            (
+              await fetch(port.url)
+                .then((r) => r.text())
+                .catch(() => '')
+            ).startsWith('hello from'),
+          { timeout: 60_000 },
+        )
+        .toBe(true);
+
+      // A marker on the root disk, and a counter in memory (a background loop), before the snapshots.
+      expect((await orch('exec', env.id, '--', 'sh', '-c', 'echo kept > /workspace/marker')).code).toBe(0);
+      expect(
+        (
+          await orch(
+            'exec',
+            env.id,
+            '--',
+            'sh',
+            '-c',
+            '(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &',
           )
-          .toBe(true);
+        ).code,
+      ).toBe(0);
+      await new Promise((r) => setTimeout(r, 2500));
 
-        // A marker on the root disk, and a counter in memory (a background loop), before the snapshots.
-        expect((await orch('exec', env.id, '--', 'sh', '-c', 'echo kept > /workspace/marker')).code).toBe(0);
-        expect(
-          (
-            await orch(
-              'exec',
-              env.id,
-              '--',
-              'sh',
-              '-c',
-              '(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &',
-            )
-          ).code,
-        ).toBe(0);
-        await new Promise((r) => setTimeout(r, 2500));
+      const disk = JSON.parse((await orch('-o', 'json', 'snapshot', 'create', env.id)).stdout) as Snapshot;
+      expect(disk).toMatchObject({ kind: 'disk', state: 'ready', arch: 'amd64' });
+      expect(disk.digest).toMatch(/^[0-9a-f]{64}$/);
+      const live = JSON.parse(
+        (await orch('-o', 'json', 'snapshot', 'create', env.id, '--live')).stdout,
+      ) as Snapshot;
+      expect(live).toMatchObject({ kind: 'live', state: 'ready' });
+      expect((await orchd.request('GET', `/v1/snapshots/${live.id}`, { token: MASTER })).body).toEqual(
+        JSON.parse((await orch('-o', 'json', 'snapshot', 'get', live.id)).stdout),
+      );
 
-        const disk = JSON.parse((await orch('-o', 'json', 'snapshot', 'create', env.id)).stdout) as Snapshot;
-        expect(disk).toMatchObject({ kind: 'disk', state: 'ready', arch: 'amd64' });
-        expect(disk.digest).toMatch(/^[0-9a-f]{64}$/);
-        const live = JSON.parse(
-          (await orch('-o', 'json', 'snapshot', 'create', env.id, '--live')).stdout,
-        ) as Snapshot;
-        expect(live).toMatchObject({ kind: 'live', state: 'ready' });
-        expect((await orchd.request('GET', `/v1/snapshots/${live.id}`, { token: MASTER })).body).toEqual(
-          JSON.parse((await orch('-o', 'json', 'snapshot', 'get', live.id)).stdout),
-        );
+      // Disk restore: a cold boot with the file kept.
+      const cold = JSON.parse(
+        (await orch('-o', 'json', 'snapshot', 'restore', disk.id)).stdout,
+      ) as Environment;
+      expect(cold).toMatchObject({ state: 'running', restored_from_snapshot_id: disk.id });
+      expect((await orch('exec', cold.id, '--', 'cat', '/workspace/marker')).stdout).toBe('kept\n');
 
-        // Disk restore: a cold boot with the file kept.
-        const cold = JSON.parse(
-          (await orch('-o', 'json', 'snapshot', 'restore', disk.id)).stdout,
-        ) as Environment;
-        expect(cold).toMatchObject({ state: 'running', restored_from_snapshot_id: disk.id });
-        expect((await orch('exec', cold.id, '--', 'cat', '/workspace/marker')).stdout).toBe('kept\n');
+      // Live restore: the guest resumes; the counter keeps counting from where it was. (The host
+      // has as many cpus as this machine, 2: free the cold one's first.)
+      const before = Number((await orch('exec', env.id, '--', 'cat', '/tmp/counter')).stdout);
+      expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', cold.id)).stdout).state).toBe('stopped');
+      const restore = await orch('-o', 'json', 'snapshot', 'restore', live.id);
+      expect(restore.code, restore.stderr).toBe(0);
+      const warm = JSON.parse(restore.stdout) as Environment;
+      expect(warm).toMatchObject({ state: 'running', restored_from_snapshot_id: live.id });
+      const first = Number((await orch('exec', warm.id, '--', 'cat', '/tmp/counter')).stdout);
+      expect(first).toBeGreaterThan(0);
+      await expect
+        .poll(async () => Number((await orch('exec', warm.id, '--', 'cat', '/tmp/counter')).stdout), {
+          timeout: 30_000,
+        })
+        .toBeGreaterThan(first);
+      expect(before).toBeGreaterThan(0);
 
-        // Live restore: the guest resumes; the counter keeps counting from where it was. (The host
-        // has as many cpus as this machine, 2: free the cold one's first.)
-        const before = Number((await orch('exec', env.id, '--', 'cat', '/tmp/counter')).stdout);
-        expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', cold.id)).stdout).state).toBe('stopped');
-        const restore = await orch('-o', 'json', 'snapshot', 'restore', live.id);
-        expect(restore.code, restore.stderr).toBe(0);
-        const warm = JSON.parse(restore.stdout) as Environment;
-        expect(warm).toMatchObject({ state: 'running', restored_from_snapshot_id: live.id });
-        const first = Number((await orch('exec', warm.id, '--', 'cat', '/tmp/counter')).stdout);
-        expect(first).toBeGreaterThan(0);
-        await expect
-          .poll(async () => Number((await orch('exec', warm.id, '--', 'cat', '/tmp/counter')).stdout), {
-            timeout: 30_000,
-          })
-          .toBeGreaterThan(first);
-        expect(before).toBeGreaterThan(0);
-
-        // Delete everything: environments stopped, snapshots gone, no QEMU left for this agent.
-        for (const e of [env, warm])
-          expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', e.id)).stdout).state).toBe('stopped');
-        for (const s of [disk, live]) expect((await orch('snapshot', 'rm', s.id)).code).toBe(0);
-        await expect.poll(() => qemuPids(agentDir).length, { timeout: 30_000 }).toBe(0);
-        expect(JSON.parse((await orch('-o', 'json', 'snapshot', 'list')).stdout).snapshots).toEqual([]);
-      },
-    );
+      // Delete everything: environments stopped, snapshots gone, no QEMU left for this agent.
+      for (const e of [env, warm])
+        expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', e.id)).stdout).state).toBe('stopped');
+      for (const s of [disk, live]) expect((await orch('snapshot', 'rm', s.id)).code).toBe(0);
+      await expect.poll(() => qemuPids(agentDir).length, { timeout: 30_000 }).toBe(0);
+      expect(JSON.parse((await orch('-o', 'json', 'snapshot', 'list')).stdout).snapshots).toEqual([]);
+    });
   });
 });

@@ -1,7 +1,7 @@
+import { EmbeddedPostgres } from '@support/pg';
 import { type Generated, Kysely, type Migration, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.js';
-import { EmbeddedPostgres } from './embedded-postgres.js';
 
 // int8 (watermarks, counts, epoch micros) as JS numbers: they stay far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
@@ -84,10 +84,14 @@ export async function openStore(options: {
 }): Promise<Store> {
   let embedded: EmbeddedPostgres | undefined;
   let connectionString = options.databaseUrl;
-  let adopted = false;
   if (connectionString === undefined) {
-    embedded = new EmbeddedPostgres(options.dataDir, options.log);
-    adopted = (await embedded.start()).adopted;
+    embedded = new EmbeddedPostgres({
+      dataDir: options.dataDir,
+      program: 'board-node',
+      logger: options.log,
+      stopAdopted: options.ownEmbedded ?? false,
+    });
+    await embedded.start();
     connectionString = embedded.connectionString;
   }
   const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 20 });
@@ -101,7 +105,7 @@ export async function openStore(options: {
   const db = new Kysely<BoardDb>({ dialect: new PostgresDialect({ pool }) });
   const close = async () => {
     await db.destroy();
-    if (embedded && (!adopted || options.ownEmbedded)) await embedded.stop();
+    await embedded?.stop();
   };
   try {
     const migrator = new Migrator({ db, provider: { getMigrations: async () => MIGRATIONS } });

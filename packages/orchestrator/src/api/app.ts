@@ -1,5 +1,6 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { SESSION_COOKIE } from '@orch/protocol';
+import { isStoreUnavailable } from '@support/pg';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
@@ -8,7 +9,6 @@ import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
 import { crossSiteRefusal } from '../auth/same-origin.js';
-import { isStoreUnavailable } from '../store/unavailable.js';
 import { ApiError } from './errors.js';
 import type { AnyRoute } from './route.js';
 

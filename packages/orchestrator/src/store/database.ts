@@ -1,11 +1,10 @@
+import { EmbeddedPostgres, isStoreUnavailable } from '@support/pg';
 import { Kysely, Migrator, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { EmbeddedPostgres } from './embedded-postgres.js';
 import { migrationProvider } from './migrations.js';
 import type { Database } from './schema.js';
-import { isStoreUnavailable } from './unavailable.js';
 
 /** The orchestrator's store: one Kysely over PostgreSQL, embedded or at `DATABASE_URL`. */
 export interface Store {
@@ -29,8 +28,9 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
   if (config.databaseUrl) {
     poolConfig = { connectionString: config.databaseUrl };
   } else {
-    embedded = new EmbeddedPostgres(config.dataDir, logger);
-    poolConfig = await embedded.start();
+    embedded = new EmbeddedPostgres({ dataDir: config.dataDir, program: 'orchd', logger, stopAdopted: true });
+    await embedded.start();
+    poolConfig = { connectionString: embedded.connectionString };
   }
   const pool = new pg.Pool({
     ...poolConfig,

@@ -1,0 +1,144 @@
+import { execFile as execFileCb } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { chown, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { tempDir } from './data-dir.js';
+import { freePort } from './free-port.js';
+
+const execFile = promisify(execFileCb);
+const BASE = '/usr/lib/postgresql';
+const PASSWORD = 'test';
+
+/**
+ * A PostgreSQL server for tests (the "server" store, reached through `DATABASE_URL`): Debian's
+ * `postgresql-15` binaries, a throw-away cluster on a free loopback port with password
+ * authentication, run as user `postgres` when the tests run as root. `halt()`/`resume()` make an
+ * outage; `destroy()` stops it and removes its directory.
+ *
+ * @example
+ * ```ts
+ * const pg = await TestPostgres.start();
+ * const url = await pg.createDatabase('suite'); // postgres://postgres:test@127.0.0.1:<port>/suite
+ * await pg.destroy();
+ * ```
+ */
+export class TestPostgres {
+  #running = true;
+
+  private constructor(
+    /** The directory holding the cluster (`data/`), its log and its socket. */
+    readonly dir: string,
+    readonly port: number,
+    private readonly bin: string,
+  ) {}
+
+  /** Whether the server binaries are installed (Debian package `postgresql-15`). */
+  static available(): boolean {
+    return findBin() !== undefined;
+  }
+
+  /** Initialises a cluster in a temp directory and starts it. */
+  static async start(): Promise<TestPostgres> {
+    const bin = findBin();
+    if (!bin)
+      throw new Error(`PostgreSQL server binaries not found under ${BASE} (Debian package postgresql-15)`);
+    const dir = await tempDir('test-pg-');
+    const pg = new TestPostgres(dir, await freePort(), bin);
+    await writeFile(join(dir, 'pw'), `${PASSWORD}\n`);
+    const owner = await postgresIds();
+    if (owner) await chown(dir, owner.uid, owner.gid);
+    const pwfile = `--pwfile=${join(dir, 'pw')}`;
+    await pg.#exec('initdb', [
+      '-D',
+      pg.#data,
+      '-U',
+      'postgres',
+      '--auth=scram-sha-256',
+      pwfile,
+      '-E',
+      'UTF8',
+    ]);
+    await pg.resume();
+    return pg;
+  }
+
+  get #data(): string {
+    return join(this.dir, 'data');
+  }
+
+  /** The URL of `database` (default `postgres`), with the password. */
+  url(database = 'postgres'): string {
+    return `postgres://postgres:${PASSWORD}@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Creates an empty database (so that each group of servers in a suite gets its own); its URL. */
+  async createDatabase(name: string): Promise<string> {
+    const args = [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(this.port),
+      '-U',
+      'postgres',
+      '-c',
+      `CREATE DATABASE "${name}"`,
+    ];
+    await this.#exec('psql', args, { PGPASSWORD: PASSWORD });
+    return this.url(name);
+  }
+
+  /**
+   * Stops the server, keeping its data (an outage). `fast` ends sessions cleanly; `immediate` is a
+   * crash (no shutdown checkpoint).
+   */
+  async halt(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    await this.#exec('pg_ctl', ['stop', '-D', this.#data, '-m', mode, '-w']);
+    this.#running = false;
+  }
+
+  /** Starts a halted server again, on the same port. */
+  async resume(): Promise<void> {
+    const options = [
+      `-p ${this.port}`,
+      '-c listen_addresses=127.0.0.1',
+      `-k ${this.dir}`,
+      '-c max_connections=300',
+      '-c fsync=off',
+    ];
+    const log = join(this.dir, 'log');
+    await this.#exec('pg_ctl', ['start', '-D', this.#data, '-w', '-l', log, '-o', options.join(' ')]);
+    this.#running = true;
+  }
+
+  /** Stops the server (immediate) and removes its directory. */
+  async destroy(): Promise<void> {
+    if (this.#running) await this.halt('immediate').catch(() => undefined);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  async #exec(tool: string, args: string[], env: Record<string, string> = {}): Promise<void> {
+    const cmd = join(this.bin, tool);
+    const owner = await postgresIds();
+    try {
+      await execFile(cmd, args, { ...(owner ?? {}), cwd: '/', env: { ...process.env, ...env } });
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new Error(`${tool} ${args.join(' ')}: ${e.stderr || e.message}`);
+    }
+  }
+}
+
+function findBin(): string | undefined {
+  if (!existsSync(BASE)) return undefined;
+  const versions = readdirSync(BASE).sort((a, b) => Number(b) - Number(a));
+  return versions.map((v) => join(BASE, v, 'bin')).find((b) => existsSync(join(b, 'pg_ctl')));
+}
+
+/** As root, the server runs as user `postgres` (it refuses root). */
+async function postgresIds(): Promise<{ uid: number; gid: number } | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const uid = Number((await execFile('id', ['-u', 'postgres'])).stdout.trim());
+  const gid = Number((await execFile('id', ['-g', 'postgres'])).stdout.trim());
+  return { uid, gid };
+}
