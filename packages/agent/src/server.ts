@@ -4,6 +4,7 @@ import { arch } from 'node:os';
 import { type ServerType, serve } from '@hono/node-server';
 import type { AgentInfo } from '@orch/protocol';
 import type { Logger } from 'pino';
+import manifest from '../package.json' with { type: 'json' };
 import { buildApp } from './api/app.js';
 import { BearerAuth } from './api/auth.js';
 import { consoleUpgradeHandler } from './api/console-ws.js';
@@ -16,8 +17,8 @@ import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js'
 import { HostPorts } from './vm/host-ports.js';
 import { VmManager } from './vm/vm-manager.js';
 
-/** Version reported in /v1/info. */
-export const AGENT_VERSION = '0.1.0';
+/** Version reported in /v1/info: the package's own, from its package.json. */
+export const AGENT_VERSION: string = manifest.version;
 
 /**
  * The agent process: accelerator choice, VM manager (re-reads VMs left by a previous run) and the

@@ -1,0 +1,114 @@
+/**
+ * The embedded PostgreSQL both servers use: it starts on a private Unix socket, adopts an instance a
+ * killed process left running (and stops it only when told to), comes back by itself when its
+ * postmaster dies, runs as user `postgres` when root, and moves out of a data dir that user cannot
+ * reach.
+ */
+import { readFileSync } from 'node:fs';
+import { chmod, mkdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { EmbeddedPostgres, isStoreUnavailable, postmasterPid } from '@support/pg';
+import { pgTest } from '@support/pg/testing';
+import { describe, expect } from 'vitest';
+import { query } from './query.js';
+
+const silent = { info() {}, warn() {}, error() {} };
+const isRoot = process.getuid?.() === 0;
+
+describe('EmbeddedPostgres', () => {
+  pgTest('starts on a private Unix socket, no TCP, and stops', async ({ tempDir, cleanups }) => {
+    const dir = await tempDir('pg-embedded-');
+    const db = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+    cleanups.add(db, () => db.stop());
+    expect(await db.start()).toEqual({ adopted: false });
+    expect(db.layout).toEqual({ pgData: join(dir, 'pg', 'data'), socketDir: join(dir, 'pg', 'run') });
+    expect(await query(db.connectionString, 'SHOW listen_addresses')).toEqual([{ listen_addresses: '' }]);
+    expect(((await stat(db.layout.socketDir)).mode & 0o777).toString(8)).toBe('700');
+    await db.stop();
+    const err = await query(db.connectionString, 'SELECT 1').catch((e: unknown) => e);
+    expect(isStoreUnavailable(err)).toBe(true);
+  });
+
+  pgTest('adopts an instance left running, and stops it only when it owns it', async ({ tempDir }) => {
+    const dir = await tempDir('pg-adopt-');
+    // A process that started PostgreSQL and was then killed: its instance keeps running.
+    const killed = new EmbeddedPostgres({
+      dataDir: dir,
+      program: 'pg-test',
+      logger: silent,
+      watchdogIntervalMs: 0,
+    });
+    await killed.start();
+    const pid = await postmasterPid(killed.layout.pgData);
+
+    const cli = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+    expect(await cli.start()).toEqual({ adopted: true });
+    await cli.stop();
+    expect(await query(cli.connectionString, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    expect(await postmasterPid(killed.layout.pgData)).toBe(pid);
+
+    const server = new EmbeddedPostgres({
+      dataDir: dir,
+      program: 'pg-test',
+      logger: silent,
+      stopAdopted: true,
+    });
+    expect(await server.start()).toEqual({ adopted: true });
+    await server.stop();
+    expect(
+      isStoreUnavailable(await query(server.connectionString, 'SELECT 1').catch((e: unknown) => e)),
+    ).toBe(true);
+  });
+
+  pgTest('starts its postmaster again when it dies', async ({ tempDir, cleanups }) => {
+    const dir = await tempDir('pg-watchdog-');
+    const db = new EmbeddedPostgres({
+      dataDir: dir,
+      program: 'pg-test',
+      logger: silent,
+      watchdogIntervalMs: 100,
+    });
+    cleanups.add(db, () => db.stop());
+    await db.start();
+    await query(db.connectionString, "CREATE TABLE kept AS SELECT 'still here' AS v");
+    const pid = (await postmasterPid(db.layout.pgData))!;
+    process.kill(pid, 'SIGKILL');
+    await expect
+      .poll(() => query(db.connectionString, 'SELECT v FROM kept').catch(() => undefined), {
+        timeout: 60_000,
+        interval: 200,
+      })
+      .toEqual([{ v: 'still here' }]);
+    expect(await postmasterPid(db.layout.pgData)).not.toBe(pid);
+  });
+
+  describe.runIf(isRoot)('as root', () => {
+    pgTest('runs PostgreSQL as user postgres', async ({ tempDir, cleanups }) => {
+      const dir = await tempDir('pg-root-');
+      const db = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+      cleanups.add(db, () => db.stop());
+      await db.start();
+      const pid = (await postmasterPid(db.layout.pgData))!;
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+      expect(uid).not.toBe(0);
+      expect(await query(db.connectionString, 'SELECT current_user AS u')).toEqual([{ u: 'postgres' }]);
+    });
+
+    pgTest(
+      'keeps the cluster under /var/lib/<program> when user postgres cannot reach the data dir',
+      async ({ tempDir, cleanups }) => {
+        const parent = await tempDir('pg-private-');
+        await chmod(parent, 0o700);
+        const dir = join(parent, 'data');
+        await mkdir(dir);
+        const program = `pg-support-test-${process.pid}`;
+        cleanups.add(program, () => rm(`/var/lib/${program}`, { recursive: true, force: true }));
+        const db = new EmbeddedPostgres({ dataDir: dir, program, logger: silent });
+        cleanups.add(db, () => db.stop());
+        await db.start();
+        expect(db.layout.pgData).toMatch(new RegExp(`^/var/lib/${program}/pg-[0-9a-f]{16}/data$`));
+        expect(await query(db.connectionString, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+      },
+    );
+  });
+});
