@@ -8,17 +8,16 @@
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
 import { execFile as execFileCb, spawn } from 'node:child_process';
-import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { TestPostgres } from '@support/pg/test-server';
 import pg from 'pg';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
 const BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
-const PG_BIN = '/usr/lib/postgresql/15/bin';
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c', 'd'];
 const cleanups = [];
 
@@ -29,53 +28,11 @@ function quantile(xs, q) {
 }
 const ms = (x) => `${x.toFixed(2)} ms`;
 
-async function freePort() {
-  return await new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
+/** A PostgreSQL 15 server on a free loopback port (durable, as in production), removed at the end. */
 async function startPostgres() {
-  const dir = await mkdtemp(join(tmpdir(), 'board-bench-pg-'));
-  await chmod(dir, 0o755);
-  const root = process.getuid() === 0;
-  if (root) {
-    const uid = Number((await execFile('id', ['-u', 'postgres'])).stdout);
-    const gid = Number((await execFile('id', ['-g', 'postgres'])).stdout);
-    await chown(dir, uid, gid);
-  }
-  const as = (cmd, args) =>
-    root ? execFile('runuser', ['-u', 'postgres', '--', cmd, ...args]) : execFile(cmd, args);
-  await as(join(PG_BIN, 'initdb'), [
-    '-D',
-    join(dir, 'data'),
-    '-U',
-    'postgres',
-    '--auth=trust',
-    '-E',
-    'UTF8',
-    '--locale=C',
-  ]);
-  const port = await freePort();
-  await as(join(PG_BIN, 'pg_ctl'), [
-    'start',
-    '-D',
-    join(dir, 'data'),
-    '-w',
-    '-l',
-    join(dir, 'log'),
-    '-o',
-    `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200 -c shared_buffers=512MB`,
-  ]);
-  cleanups.push(async () => {
-    await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', join(dir, 'data'), '-m', 'fast', '-w']).catch(() => {});
-    await rm(dir, { recursive: true, force: true });
-  });
-  return `postgresql://postgres@127.0.0.1:${port}/postgres`;
+  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200', shared_buffers: '512MB' });
+  cleanups.push(() => server.destroy());
+  return server.url();
 }
 
 async function startNode(url, id) {

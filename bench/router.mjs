@@ -6,18 +6,17 @@
 // Usage: node bench/router.mjs [a|b ...]   (default: both). Needs the Debian postgresql-15 server
 // binaries (scripts/test.sh installs them) and a build (`npm run build`). Everything is on loopback.
 import { execFile as execFileCb, spawn } from 'node:child_process';
-import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent, createServer as createHttpServer, request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { TestPostgres } from '@support/pg/test-server';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
 const NODE_BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
 const ROUTER_BIN = join(ROOT, 'packages/board-router/bin/board-router.js');
-const PG_BIN = '/usr/lib/postgresql/15/bin';
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b'];
 const cleanups = [];
 
@@ -27,44 +26,11 @@ function quantile(xs, q) {
 }
 const ms = (x) => `${x.toFixed(2)} ms`;
 
-async function freePort() {
-  return await new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
+/** A PostgreSQL 15 server on a free loopback port (durable, as in production), removed at the end. */
 async function startPostgres() {
-  const dir = await mkdtemp(join(tmpdir(), 'board-rbench-pg-'));
-  await chmod(dir, 0o755);
-  const root = process.getuid() === 0;
-  if (root) {
-    const uid = Number((await execFile('id', ['-u', 'postgres'])).stdout);
-    const gid = Number((await execFile('id', ['-g', 'postgres'])).stdout);
-    await chown(dir, uid, gid);
-  }
-  const as = (cmd, args) =>
-    root ? execFile('runuser', ['-u', 'postgres', '--', cmd, ...args]) : execFile(cmd, args);
-  await as(join(PG_BIN, 'initdb'), ['-D', join(dir, 'data'), '-U', 'postgres', '--auth=trust', '-E', 'UTF8']);
-  const port = await freePort();
-  await as(join(PG_BIN, 'pg_ctl'), [
-    'start',
-    '-D',
-    join(dir, 'data'),
-    '-w',
-    '-l',
-    join(dir, 'log'),
-    '-o',
-    `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200`,
-  ]);
-  cleanups.push(async () => {
-    await as(join(PG_BIN, 'pg_ctl'), ['stop', '-D', join(dir, 'data'), '-m', 'fast', '-w']).catch(() => {});
-    await rm(dir, { recursive: true, force: true });
-  });
-  return `postgresql://postgres@127.0.0.1:${port}/postgres`;
+  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200' });
+  cleanups.push(() => server.destroy());
+  return server.url();
 }
 
 async function spawnListening(bin, args, env, cleanupDir) {

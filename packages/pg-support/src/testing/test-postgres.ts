@@ -31,6 +31,7 @@ export class TestPostgres {
     readonly dir: string,
     readonly port: number,
     private readonly bin: string,
+    private readonly settings: Record<string, string>,
   ) {}
 
   /** Whether the server binaries are installed (Debian package `postgresql-15`). */
@@ -38,13 +39,16 @@ export class TestPostgres {
     return findBin() !== undefined;
   }
 
-  /** Initialises a cluster in a temp directory and starts it. */
-  static async start(): Promise<TestPostgres> {
+  /**
+   * Initialises a cluster in a temp directory and starts it. `settings` are server parameters over
+   * the defaults (`max_connections=300`, `fsync=off`: test data need not survive a power cut).
+   */
+  static async start(settings: Record<string, string> = {}): Promise<TestPostgres> {
     const bin = findBin();
     if (!bin)
       throw new Error(`PostgreSQL server binaries not found under ${BASE} (Debian package postgresql-15)`);
     const dir = await tempDir('test-pg-');
-    const pg = new TestPostgres(dir, await freePort(), bin);
+    const pg = new TestPostgres(dir, await freePort(), bin, { max_connections: '300', fsync: 'off', ...settings });
     await writeFile(join(dir, 'pw'), `${PASSWORD}\n`);
     const owner = await postgresIds();
     if (owner) await chown(dir, owner.uid, owner.gid);
@@ -99,13 +103,8 @@ export class TestPostgres {
 
   /** Starts a halted server again, on the same port. */
   async resume(): Promise<void> {
-    const options = [
-      `-p ${this.port}`,
-      '-c listen_addresses=127.0.0.1',
-      `-k ${this.dir}`,
-      '-c max_connections=300',
-      '-c fsync=off',
-    ];
+    const options = [`-p ${this.port}`, '-c listen_addresses=127.0.0.1', `-k ${this.dir}`];
+    for (const [name, value] of Object.entries(this.settings)) options.push(`-c ${name}=${value}`);
     const log = join(this.dir, 'log');
     await this.#exec('pg_ctl', ['start', '-D', this.#data, '-w', '-l', log, '-o', options.join(' ')]);
     this.#running = true;
