@@ -48,7 +48,11 @@ export class TestPostgres {
     if (!bin)
       throw new Error(`PostgreSQL server binaries not found under ${BASE} (Debian package postgresql-15)`);
     const dir = await tempDir('test-pg-');
-    const pg = new TestPostgres(dir, await freePort(), bin, { max_connections: '300', fsync: 'off', ...settings });
+    const pg = new TestPostgres(dir, await freePort(), bin, {
+      max_connections: '300',
+      fsync: 'off',
+      ...settings,
+    });
     await writeFile(join(dir, 'pw'), `${PASSWORD}\n`);
     const owner = await postgresIds();
     if (owner) await chown(dir, owner.uid, owner.gid);
