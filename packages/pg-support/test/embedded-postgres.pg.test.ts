@@ -7,18 +7,25 @@
 import { readFileSync } from 'node:fs';
 import { chmod, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EmbeddedPostgres, isStoreUnavailable, postmasterPid } from '@support/pg';
+import {
+  EmbeddedPostgres,
+  type EmbeddedPostgresOptions,
+  isStoreUnavailable,
+  postmasterPid,
+} from '@support/pg';
 import { pgTest } from '@support/pg/testing';
 import { describe, expect } from 'vitest';
 import { query } from './query.js';
 
 const silent = { info() {}, warn() {}, error() {} };
 const isRoot = process.getuid?.() === 0;
+const embedded = (dataDir: string, more: Partial<EmbeddedPostgresOptions> = {}) =>
+  new EmbeddedPostgres({ dataDir, program: 'pg-test', logger: silent, ...more });
 
 describe('EmbeddedPostgres', () => {
   pgTest('starts on a private Unix socket, no TCP, and stops', async ({ tempDir, cleanups }) => {
     const dir = await tempDir('pg-embedded-');
-    const db = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+    const db = embedded(dir);
     cleanups.add(db, () => db.stop());
     expect(await db.start()).toEqual({ adopted: false });
     expect(db.layout).toEqual({ pgData: join(dir, 'pg', 'data'), socketDir: join(dir, 'pg', 'run') });
@@ -32,27 +39,17 @@ describe('EmbeddedPostgres', () => {
   pgTest('adopts an instance left running, and stops it only when it owns it', async ({ tempDir }) => {
     const dir = await tempDir('pg-adopt-');
     // A process that started PostgreSQL and was then killed: its instance keeps running.
-    const killed = new EmbeddedPostgres({
-      dataDir: dir,
-      program: 'pg-test',
-      logger: silent,
-      watchdogIntervalMs: 0,
-    });
+    const killed = embedded(dir, { watchdogIntervalMs: 0 });
     await killed.start();
     const pid = await postmasterPid(killed.layout.pgData);
 
-    const cli = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+    const cli = embedded(dir);
     expect(await cli.start()).toEqual({ adopted: true });
     await cli.stop();
     expect(await query(cli.connectionString, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
     expect(await postmasterPid(killed.layout.pgData)).toBe(pid);
 
-    const server = new EmbeddedPostgres({
-      dataDir: dir,
-      program: 'pg-test',
-      logger: silent,
-      stopAdopted: true,
-    });
+    const server = embedded(dir, { stopAdopted: true });
     expect(await server.start()).toEqual({ adopted: true });
     await server.stop();
     expect(
@@ -62,12 +59,7 @@ describe('EmbeddedPostgres', () => {
 
   pgTest('starts its postmaster again when it dies', async ({ tempDir, cleanups }) => {
     const dir = await tempDir('pg-watchdog-');
-    const db = new EmbeddedPostgres({
-      dataDir: dir,
-      program: 'pg-test',
-      logger: silent,
-      watchdogIntervalMs: 100,
-    });
+    const db = embedded(dir, { watchdogIntervalMs: 100 });
     cleanups.add(db, () => db.stop());
     await db.start();
     await query(db.connectionString, "CREATE TABLE kept AS SELECT 'still here' AS v");
@@ -85,7 +77,7 @@ describe('EmbeddedPostgres', () => {
   describe.runIf(isRoot)('as root', () => {
     pgTest('runs PostgreSQL as user postgres', async ({ tempDir, cleanups }) => {
       const dir = await tempDir('pg-root-');
-      const db = new EmbeddedPostgres({ dataDir: dir, program: 'pg-test', logger: silent });
+      const db = embedded(dir);
       cleanups.add(db, () => db.stop());
       await db.start();
       const pid = (await postmasterPid(db.layout.pgData))!;
@@ -103,7 +95,7 @@ describe('EmbeddedPostgres', () => {
         await mkdir(dir);
         const program = `pg-support-test-${process.pid}`;
         cleanups.add(program, () => rm(`/var/lib/${program}`, { recursive: true, force: true }));
-        const db = new EmbeddedPostgres({ dataDir: dir, program, logger: silent });
+        const db = embedded(dir, { program });
         cleanups.add(db, () => db.stop());
         await db.start();
         expect(db.layout.pgData).toMatch(new RegExp(`^/var/lib/${program}/pg-[0-9a-f]{16}/data$`));
