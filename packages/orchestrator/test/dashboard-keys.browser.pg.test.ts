@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ApiKey } from '@orch/protocol';
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import { OrchdProcess } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
 import { REPO_ROOT } from './run-cli.js';
 
 /**
@@ -13,23 +13,21 @@ import { REPO_ROOT } from './run-cli.js';
  * goes to test-artifacts/dashboard/.
  */
 const CHROMIUM = '/usr/bin/chromium';
-if (process.env.CI === 'true' && (!existsSync(CHROMIUM) || !PgServer.available()))
+if (IN_CI && (!existsSync(CHROMIUM) || !TestPostgres.available()))
   throw new Error('Chromium and PostgreSQL are required for this suite under CI');
-const skip = !existsSync(CHROMIUM) || !PgServer.available();
+const skip = !existsSync(CHROMIUM) || !TestPostgres.available();
 const ARTIFACTS = join(REPO_ROOT, 'test-artifacts', 'dashboard');
 const MASTER = 'dashboard-keys-master-token';
 
 describe.skipIf(skip)('the API keys page', () => {
-  let pg: PgServer;
   let orchd: OrchdProcess;
   let browser: Browser;
   let page: Page;
 
-  beforeAll(async () => {
+  pgTest.beforeAll(async ({ testPostgres }) => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    pg = await PgServer.create();
     orchd = await OrchdProcess.start({
-      DATABASE_URL: pg.createDatabase('dashboard_keys'),
+      DATABASE_URL: await testPostgres.createDatabase('dashboard_keys'),
       TOKEN_ENCRYPTION_KEY: '34'.repeat(32),
       ORCH_AUTH_TOKEN: MASTER,
     });
@@ -43,7 +41,6 @@ describe.skipIf(skip)('the API keys page', () => {
   afterAll(async () => {
     await browser?.close();
     await orchd?.stop();
-    await pg?.destroy();
   });
 
   const keys = async () =>
