@@ -1,6 +1,6 @@
 import { execFile as execFileCb } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -112,6 +112,7 @@ export class EmbeddedPostgres {
     this.#owner = await postgresOwner();
     await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
     if (this.#owner) await this.#placeCluster(this.#owner);
+    await this.#adoptLegacyLayout(bin);
     const { pgData, socketDir } = this.#layout;
     const base = join(pgData, '..');
     await mkdir(base, { recursive: true, mode: 0o700 });
@@ -178,6 +179,42 @@ export class EmbeddedPostgres {
     })();
   }
 
+  /**
+   * orchd before @support/pg kept its cluster directly in `<base>/pg` (not `<base>/pg/data`), with
+   * a scram password in `<dataDir>/pg-password`. Such a cluster is moved into place, not replaced by
+   * an empty one: stopped if a killed orchd left it running, renamed in two steps (a start after a
+   * crash between them finishes the move), switched to this layout's trust-in-a-private-socket-dir
+   * authentication without TCP, and the password file removed.
+   */
+  async #adoptLegacyLayout(bin: Binaries): Promise<void> {
+    const { pgData } = this.#layout;
+    const base = join(pgData, '..');
+    const moving = `${base}.moving`;
+    if (await exists(join(base, 'PG_VERSION'))) {
+      if (await exists(join(pgData, 'PG_VERSION'))) return;
+      this.options.logger.warn({ cluster: base }, 'embedded postgres: moving a cluster of the old layout');
+      await run(bin.pg_ctl, ['stop', '-D', base, '-m', 'fast', '-w', '-t', '60'], this.#owner).catch(
+        () => undefined,
+      );
+      await rename(base, moving);
+    }
+    if (!(await exists(join(moving, 'PG_VERSION')))) return;
+    await mkdir(base, { recursive: true, mode: 0o700 });
+    if (this.#owner) await chown(base, this.#owner.uid, this.#owner.gid);
+    await rename(moving, pgData);
+    await rm(join(pgData, 'postmaster.pid'), { force: true });
+    await writeFile(join(pgData, 'pg_hba.conf'), 'local all all trust\n');
+    await this.#appendSettings(pgData);
+    await rm(join(this.dataDir, 'pg-password'), { force: true });
+  }
+
+  async #appendSettings(pgData: string): Promise<void> {
+    // No TCP; a few servers' pools; modest buffers.
+    const conf = join(pgData, 'postgresql.conf');
+    const extra = ["listen_addresses = ''", 'max_connections = 200', 'shared_buffers = 128MB'].join('\n');
+    await writeFile(conf, `${await readFile(conf, 'utf8')}\n# ${this.options.program}\n${extra}\n`);
+  }
+
   async #initdb(bin: Binaries): Promise<void> {
     const { pgData } = this.#layout;
     this.options.logger.info({ pgData }, 'embedded postgres: initdb');
@@ -188,10 +225,7 @@ export class EmbeddedPostgres {
       ['-D', pgData, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C'],
       this.#owner,
     );
-    // No TCP; a few servers' pools; modest buffers.
-    const conf = join(pgData, 'postgresql.conf');
-    const extra = ["listen_addresses = ''", 'max_connections = 200', 'shared_buffers = 128MB'].join('\n');
-    await writeFile(conf, `${await readFile(conf, 'utf8')}\n# ${this.options.program}\n${extra}\n`);
+    await this.#appendSettings(pgData);
   }
 
   async #pgCtlStart(bin: Binaries): Promise<void> {

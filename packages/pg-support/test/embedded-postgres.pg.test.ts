@@ -5,7 +5,7 @@
  * reach.
  */
 import { readFileSync } from 'node:fs';
-import { chmod, mkdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   EmbeddedPostgres,
@@ -55,6 +55,33 @@ describe('EmbeddedPostgres', () => {
     expect(
       isStoreUnavailable(await query(server.connectionString, 'SELECT 1').catch((e: unknown) => e)),
     ).toBe(true);
+  });
+
+  pgTest('moves a cluster of the old orchd layout into place, keeping its data', async ({ tempDir }) => {
+    const dir = await tempDir('pg-legacy-');
+    const first = embedded(dir, { watchdogIntervalMs: 0 });
+    await first.start();
+    await query(first.connectionString, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('acknowledged')");
+    await first.stop();
+    // The layout orchd had before: the cluster right in <dir>/pg, scram auth, a password file.
+    await rename(join(dir, 'pg', 'data'), join(dir, 'old-cluster'));
+    await rm(join(dir, 'pg'), { recursive: true });
+    await rename(join(dir, 'old-cluster'), join(dir, 'pg'));
+    await writeFile(join(dir, 'pg', 'pg_hba.conf'), 'local all all scram-sha-256\n');
+    await writeFile(join(dir, 'pg-password'), 'secret\n');
+
+    const upgraded = embedded(dir, { watchdogIntervalMs: 0 });
+    await upgraded.start();
+    try {
+      expect(await query(upgraded.connectionString, 'SELECT v FROM kept')).toEqual([{ v: 'acknowledged' }]);
+      expect(await query(upgraded.connectionString, 'SHOW listen_addresses')).toEqual([
+        { listen_addresses: '' },
+      ]);
+      expect(upgraded.layout.pgData).toBe(join(dir, 'pg', 'data'));
+      await expect(stat(join(dir, 'pg-password'))).rejects.toThrow();
+    } finally {
+      await upgraded.stop();
+    }
   });
 
   pgTest('starts its postmaster again when it dies', async ({ tempDir, cleanups }) => {
