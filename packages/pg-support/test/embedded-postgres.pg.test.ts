@@ -61,7 +61,10 @@ describe('EmbeddedPostgres', () => {
     const dir = await tempDir('pg-legacy-');
     const first = embedded(dir, { watchdogIntervalMs: 0 });
     await first.start();
-    await query(first.connectionString, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('acknowledged')");
+    await query(
+      first.connectionString,
+      "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('acknowledged')",
+    );
     await first.stop();
     // The layout orchd had before: the cluster right in <dir>/pg, scram auth, a password file.
     await rename(join(dir, 'pg', 'data'), join(dir, 'old-cluster'));
