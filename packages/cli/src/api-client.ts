@@ -1,26 +1,41 @@
-import { ERROR_CODES, type ErrorCode } from '@orch/protocol';
+import { type ErrorCode, type ErrorDetails, errorFromBody, type OrchError } from '@orch/protocol';
 import type { Context } from './context-store.js';
 import { CliError } from './errors.js';
 
-/** An error answer of the orchestrator, with its stable code. */
+/**
+ * An error answer of the orchestrator (or no answer: code `transport`), printed by the entry point
+ * as `orch: <message> (<code>)`. `error` is the protocol's typed error ({@link errorFromBody}),
+ * with the server's code, status and details.
+ */
 export class ApiCallError extends CliError {
   override readonly name = 'ApiCallError';
+  readonly code: ErrorCode | 'transport';
+  readonly status: number;
+  readonly details: ErrorDetails | undefined;
+
   constructor(
-    readonly code: ErrorCode | 'transport',
-    readonly status: number,
-    message: string,
+    readonly error: OrchError | undefined,
+    transportMessage = '',
   ) {
-    super(`orch: ${message} (${code})`);
+    super(`orch: ${error ? error.message : transportMessage} (${error ? error.code : 'transport'})`);
+    this.code = error ? error.code : 'transport';
+    this.status = error ? error.status : 0;
+    this.details = error?.details;
   }
 }
 
-/** Turns an HTTP answer that is not a success into an ApiCallError: the one place this mapping happens. */
-function apiErrorFromResponse(status: number, body: unknown): ApiCallError {
-  const error = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-  const code = ERROR_CODES.find((c) => c === error?.code);
-  const message =
-    typeof error?.message === 'string' ? error.message : `the orchestrator answered http ${status}`;
-  return new ApiCallError(code ?? 'internal', status, message);
+/**
+ * Turns an answer that is not a success into an {@link ApiCallError}: the one place the CLI maps
+ * answers back to errors (the API client and the attach upgrade both use it).
+ */
+export function apiErrorFromResponse(status: number, text: string): ApiCallError {
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return new ApiCallError(errorFromBody(status, body));
 }
 
 /** A small client of the `/v1` API over fetch. Never follows redirects (a token must not travel elsewhere). */
@@ -42,20 +57,14 @@ export class OrchClient {
       });
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ApiCallError(
-        'transport',
-        0,
-        `cannot reach the orchestrator at ${this.context.url}: ${cause}`,
-      );
+      throw new ApiCallError(undefined, `cannot reach the orchestrator at ${this.context.url}: ${cause}`);
     }
     const text = await res.text();
-    let parsed: unknown;
+    if (!res.ok) throw apiErrorFromResponse(res.status, text);
     try {
-      parsed = text === '' ? undefined : JSON.parse(text);
+      return (text === '' ? undefined : JSON.parse(text)) as T;
     } catch {
-      parsed = undefined;
+      throw new ApiCallError(undefined, `the orchestrator at ${this.context.url} did not answer JSON`);
     }
-    if (!res.ok) throw apiErrorFromResponse(res.status, parsed);
-    return parsed as T;
   }
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AGENT_ID } from './ids.js';
+import { agentId, text } from './text.js';
 
 /**
  * The host-agent protocol beyond `GET /v1/info`: VMs, exec, console, snapshots. HTTP + JSON below
@@ -34,6 +34,21 @@ export const AGENT_VM_PATHS = {
   snapshotData: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}/data`,
 } as const;
 
+/**
+ * The agent's routes, with their path parameters: the agent registers these, and validates every
+ * `{id}`/`{snapshot_id}` against `AGENT_ID` (ids.ts) before it touches anything (an id outside the
+ * pattern is `404 not_found`).
+ */
+export const AGENT_ROUTES = {
+  vm: '/v1/vms/{id}',
+  exec: '/v1/vms/{id}/exec',
+  console: '/v1/vms/{id}/console',
+  log: '/v1/vms/{id}/log',
+  snapshots: '/v1/vms/{id}/snapshots',
+  snapshot: '/v1/snapshots/{snapshot_id}',
+  snapshotData: '/v1/snapshots/{snapshot_id}/data',
+} as const;
+
 export const VmSpec = z
   .object({
     cpus: z.number().int().min(1).max(1024),
@@ -48,9 +63,9 @@ export const VmSpec = z
       .min(1)
       .max(1024 * 1024),
     max_runtime_seconds: z.number().int().min(1),
-    image: z.string().min(1).optional(),
+    image: text(256, 1).optional(),
     gpu: z
-      .object({ model: z.string(), count: z.number().int().min(1), mig: z.string().optional() })
+      .object({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
       .optional(),
   })
   .meta({ id: 'VmSpec' });
@@ -71,14 +86,14 @@ export const ExposePort = z
  */
 export const CreateVmRequest = z
   .strictObject({
-    id: z.string().regex(AGENT_ID),
+    id: agentId(),
     spec: VmSpec,
-    manifest_inline: z.string(),
-    startup_script: z.string(),
-    secrets: z.record(z.string(), z.string()).default({}),
+    manifest_inline: text(1024 * 1024),
+    startup_script: text(1024 * 1024),
+    secrets: z.record(text(128), text(64 * 1024)).default({}),
     expose: z.array(ExposePort).default([]),
-    seed_snapshot_id: z.string().regex(AGENT_ID).optional(),
-    restore_snapshot_id: z.string().regex(AGENT_ID).optional(),
+    seed_snapshot_id: agentId().optional(),
+    restore_snapshot_id: agentId().optional(),
   })
   .meta({ id: 'CreateVmRequest' });
 export type CreateVmRequest = z.infer<typeof CreateVmRequest>;
@@ -89,21 +104,21 @@ export type AgentVmState = (typeof AGENT_VM_STATES)[number];
 /** A VM as the agent reports it. `ports` maps each exposed guest port to the host port forwarding it. */
 export const AgentVm = z
   .object({
-    id: z.string(),
+    id: text(64),
     state: z.enum(AGENT_VM_STATES),
     spec: VmSpec,
-    ports: z.array(z.object({ port: z.number().int(), as: z.string(), host_port: z.number().int() })),
+    ports: z.array(z.object({ port: z.number().int(), as: text(63), host_port: z.number().int() })),
     /** Address on which the host ports are reachable (the agent's bind address). */
-    host_address: z.string(),
-    accelerator: z.string(),
+    host_address: text(256),
+    accelerator: text(64),
     created_at: z.iso.datetime(),
     started_at: z.iso.datetime().nullable(),
     /** When max_runtime_seconds runs out; the agent stops the VM then. */
     expires_at: z.iso.datetime().nullable(),
     /** Why the VM is in `error` (or stopped unexpectedly). */
-    error: z.string().nullable(),
+    error: text(4096).nullable(),
     /** Set when the VM was started from a snapshot. */
-    restored_from: z.string().nullable().default(null),
+    restored_from: text(64).nullable().default(null),
   })
   .meta({ id: 'AgentVm' });
 export type AgentVm = z.infer<typeof AgentVm>;
@@ -116,9 +131,12 @@ export const EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024;
 /** `POST .../exec`: a command in the guest, run without a shell (argv[0] is looked up in PATH). */
 export const ExecRequest = z
   .strictObject({
-    argv: z.array(z.string()).min(1),
-    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
-    cwd: z.string().startsWith('/').optional(),
+    argv: z
+      .array(text(128 * 1024))
+      .min(1)
+      .max(4096),
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/), text(128 * 1024)).default({}),
+    cwd: text(4096).startsWith('/').optional(),
     /** Wall-clock limit; on expiry the process is killed and `timed_out` is true. */
     timeout_seconds: z
       .number()
@@ -127,7 +145,7 @@ export const ExecRequest = z
       .max(24 * 3600)
       .default(60),
     /** Bytes for the command's standard input, base64. */
-    stdin_base64: z.string().optional(),
+    stdin_base64: text(32 * 1024 * 1024).optional(),
   })
   .meta({ id: 'ExecRequest' });
 export type ExecRequest = z.infer<typeof ExecRequest>;
@@ -147,15 +165,15 @@ export type ExecResult = z.infer<typeof ExecResult>;
 
 /** `POST .../snapshots`. `live` asks for memory and device state too; the answer says what was written. */
 export const CreateSnapshotRequest = z
-  .strictObject({ snapshot_id: z.string().regex(AGENT_ID), live: z.boolean().default(false) })
+  .strictObject({ snapshot_id: agentId(), live: z.boolean().default(false) })
   .meta({ id: 'CreateSnapshotRequest' });
 export type CreateSnapshotRequest = z.infer<typeof CreateSnapshotRequest>;
 
 /** What the agent actually wrote: `kind` is `disk` when a live snapshot could not be taken. */
 export const SnapshotArtifact = z
   .object({
-    snapshot_id: z.string(),
-    vm_id: z.string(),
+    snapshot_id: text(64),
+    vm_id: text(64),
     kind: z.enum(['disk', 'live']),
     size_bytes: z.number().int().nonnegative(),
     /** Hex sha256 of the rootfs artifact. */

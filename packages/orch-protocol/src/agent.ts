@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { HOST_ID, HOST_ID_RULE, text } from './text.js';
 
 /**
  * The host-agent protocol (HTTP + JSON, `Authorization: Bearer <agent token>` on every request,
@@ -25,27 +26,30 @@ export type Resources = z.infer<typeof Resources>;
 /** A GPU model on a host: how many devices, how many free, and the MIG profiles they can be cut into. */
 export const AgentGpu = z
   .object({
-    model: z.string().min(1),
+    model: text(128, 1),
     count: count,
     free: count,
-    mig_profiles: z.array(z.string()).default([]),
+    mig_profiles: z.array(text(64)).max(256).default([]),
   })
   .meta({ id: 'AgentGpu' });
 export type AgentGpu = z.infer<typeof AgentGpu>;
 
-/** `GET /v1/info` on an agent. Unknown fields are ignored, so agents can add some. */
+/**
+ * `GET /v1/info` on an agent. Unknown fields are ignored, so agents can add some. Its strings keep
+ * the text rule (`text.ts`): an answer with a NUL is malformed, not stored.
+ */
 export const AgentInfo = z
   .object({
-    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/),
+    id: z.string().regex(HOST_ID, `must be ${HOST_ID_RULE}`),
     kind: z.enum(HOST_KINDS),
     arch: z.enum(ARCHES),
-    version: z.string().default(''),
+    version: text(200).default(''),
     /** `kvm`, `tcg` (software emulation), or `none` for a GPU host without VMs. */
-    accelerator: z.string().default('none'),
+    accelerator: text(64).default('none'),
     capacity: Resources,
     free: Resources,
-    images: z.array(z.string()).default([]),
-    gpus: z.array(AgentGpu).default([]),
+    images: z.array(text(256)).max(10_000).default([]),
+    gpus: z.array(AgentGpu).max(1024).default([]),
   })
   .meta({ id: 'AgentInfo' });
 export type AgentInfo = z.infer<typeof AgentInfo>;

@@ -1,10 +1,11 @@
 import { z } from 'zod';
+import { text } from './text.js';
 
 /** Raw API keys start with this, so that they are recognisable in a leak scanner or a log. */
 export const API_KEY_PREFIX = 'orch_key_';
 
 export const CreateApiKeyRequest = z
-  .strictObject({ label: z.string().trim().min(1).max(200) })
+  .strictObject({ label: text(200).trim().min(1) })
   .meta({ id: 'CreateApiKeyRequest' });
 
 /** An API key as listed: never the secret or its hash; `hint` is the prefix and the last 4 characters. */

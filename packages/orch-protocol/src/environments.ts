@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ExposePort, VmSpec } from './agent-vms.js';
+import { agentId, hostId, text } from './text.js';
 
 /**
  * `POST /v1/environments`: the compiled request as `orch up` posts it (orchestrator.md, "Compiled
@@ -9,17 +10,14 @@ import { ExposePort, VmSpec } from './agent-vms.js';
  */
 export const CreateEnvironmentRequest = z
   .strictObject({
-    task_id: z.string().min(1).max(128),
+    task_id: text(128, 1),
     spec: VmSpec,
-    manifest_inline: z
-      .string()
-      .min(1)
-      .max(512 * 1024),
-    secrets: z.record(z.string(), z.string().max(64 * 1024)).default({}),
-    startup_script: z.string().max(512 * 1024),
+    manifest_inline: text(512 * 1024, 1),
+    secrets: z.record(text(128), text(64 * 1024)).default({}),
+    startup_script: text(512 * 1024),
     expose: z.array(ExposePort).max(64).default([]),
-    required_secrets: z.array(z.string()).optional(),
-    seed_snapshot_id: z.string().min(1).max(128).optional(),
+    required_secrets: z.array(text(128)).max(1024).optional(),
+    seed_snapshot_id: agentId().optional(),
   })
   .meta({ id: 'CreateEnvironmentRequest' });
 export type CreateEnvironmentRequest = z.infer<typeof CreateEnvironmentRequest>;
@@ -75,8 +73,8 @@ export const EnvironmentList = z
 
 export const EnvironmentListQuery = z.strictObject({
   state: z.enum(ENVIRONMENT_STATES).optional(),
-  task_id: z.string().optional(),
-  host_id: z.string().optional(),
+  task_id: text(128).optional(),
+  host_id: hostId().optional(),
 });
 
 /** The `?action=` values of `POST /v1/environments/{id}`. */

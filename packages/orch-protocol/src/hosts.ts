@@ -1,20 +1,17 @@
 import { z } from 'zod';
 import { AgentGpu, ARCHES, HOST_KINDS, Resources } from './agent.js';
+import { HOST_ID, HOST_ID_RULE, headerToken, text } from './text.js';
 
-/** Host ids: what an agent reports, or what the operator chooses at registration. */
-export const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+export { HOST_ID };
 
 /** `POST /v1/hosts`. `agent_token` defaults to `MICROVM_AGENT_TOKEN` for microvm hosts. */
 export const RegisterHostRequest = z
   .strictObject({
-    id: z
-      .string()
-      .regex(HOST_ID, 'must be 1-63 of letters, digits, ".", "_", "-", starting with a letter or digit')
-      .optional(),
+    id: z.string().regex(HOST_ID, `must be ${HOST_ID_RULE}`).optional(),
     kind: z.enum(HOST_KINDS),
-    agent_url: z.string().min(1).max(2048),
-    agent_token: z.string().min(1).max(4096).optional(),
-    labels: z.record(z.string().max(63), z.string().max(255)).default({}),
+    agent_url: text(2048, 1),
+    agent_token: headerToken(4096).optional(),
+    labels: z.record(text(63), text(255)).default({}),
   })
   .meta({ id: 'RegisterHostRequest' });
 export type RegisterHostRequest = z.infer<typeof RegisterHostRequest>;

@@ -14,6 +14,7 @@ export {
 } from './agent.js';
 export { checkAgentUrl } from './agent-url.js';
 export {
+  AGENT_ROUTES,
   AGENT_VM_PATHS,
   AGENT_VM_STATES,
   AgentVm,
@@ -38,10 +39,19 @@ export {
   EnvironmentListQuery,
   type EnvironmentState,
 } from './environments.js';
-export { ERROR_CODES, ERROR_STATUS, ErrorBody, type ErrorCode } from './errors.js';
+export {
+  ERROR_CODES,
+  ERROR_STATUS,
+  ErrorBody,
+  type ErrorCode,
+  type ErrorDetails,
+  errorFromBody,
+  issuesDetails,
+  MAX_DETAIL_ISSUES,
+  OrchError,
+} from './errors.js';
 export {
   HOST_HEALTH,
-  HOST_ID,
   HOST_STATES,
   Host,
   HostAction,
@@ -58,4 +68,26 @@ export {
   SnapshotExport,
   SnapshotList,
   SnapshotListQuery,
+  type SnapshotState,
 } from './snapshots.js';
+export {
+  AGENT_ID_RULE,
+  agentId,
+  cleanText,
+  HOST_ID,
+  HOST_ID_RULE,
+  headerToken,
+  hostId,
+  SECRET_NAME,
+  SECRET_NAME_RULE,
+  text,
+  textProblem,
+} from './text.js';
+export {
+  AGENT_VM_TRANSITIONS,
+  allowedSources,
+  canTransition,
+  ENVIRONMENT_TRANSITIONS,
+  SNAPSHOT_TRANSITIONS,
+  type TransitionTable,
+} from './transitions.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { agentId, text } from './text.js';
 
 /**
  * Snapshot states (orchestrator.md lists the values; the transitions are ours):
@@ -8,6 +9,7 @@ import { z } from 'zod';
  *      +--agent failed--> error --DELETE / retention--^
  */
 export const SNAPSHOT_STATES = ['creating', 'ready', 'restoring', 'deleting', 'error'] as const;
+export type SnapshotState = (typeof SNAPSHOT_STATES)[number];
 
 /** SnapshotExport (orchestrator.md): `status` is stored verbatim; only an empty value becomes `pending`. */
 export const SnapshotExport = z
@@ -55,25 +57,25 @@ export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id
 export const CreateSnapshotBody = z
   .strictObject({
     live: z.boolean().default(false),
-    mode: z.string().max(64).default(''),
-    comment: z.string().max(1024).optional(),
+    mode: text(64).default(''),
+    comment: text(1024).optional(),
     retention_until: z.iso.datetime({ offset: true }).nullable().optional(),
-    export_destination: z.string().min(1).max(2048).optional(),
-    export_status: z.string().max(64).default(''),
+    export_destination: text(2048, 1).optional(),
+    export_status: text(64).default(''),
   })
   .meta({ id: 'CreateSnapshotBody' });
 export type CreateSnapshotBody = z.infer<typeof CreateSnapshotBody>;
 
 export const SnapshotListQuery = z.strictObject({
-  vm_id: z.string().optional(),
-  task_id: z.string().optional(),
+  vm_id: agentId().optional(),
+  task_id: text(128).optional(),
   state: z.enum(SNAPSHOT_STATES).optional(),
 });
 
 /** `POST /v1/snapshots/{id}/restore`: a new environment from the snapshot. */
 export const RestoreSnapshotBody = z
   .strictObject({
-    task_id: z.string().min(1).max(128).optional(),
+    task_id: text(128, 1).optional(),
     max_runtime_seconds: z.number().int().min(1).optional(),
   })
   .meta({ id: 'RestoreSnapshotBody' });

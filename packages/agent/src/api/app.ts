@@ -1,12 +1,16 @@
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import {
+  AGENT_ID,
+  AGENT_ID_RULE,
   AGENT_PATHS,
+  AGENT_ROUTES,
   AGENT_VM_PATHS,
   type AgentInfo,
   CreateSnapshotRequest,
   CreateVmRequest,
   ExecRequest,
+  issuesDetails,
 } from '@orch/protocol';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -60,30 +64,30 @@ export function buildApp(deps: AppDeps): Hono {
   app.get(AGENT_PATHS.info, async (c) => c.json(await deps.info()));
   app.post(AGENT_VM_PATHS.vms, async (c) => c.json(await vms.create(await body(c, CreateVmRequest)), 202));
   app.get(AGENT_VM_PATHS.vms, (c) => c.json({ vms: vms.list() }));
-  app.get('/v1/vms/:id', (c) => c.json(vms.get(c.req.param('id'))));
-  app.delete('/v1/vms/:id', async (c) => {
-    await vms.delete(c.req.param('id'));
+  app.get(route(AGENT_ROUTES.vm), (c) => c.json(vms.get(pathId(c, 'id'))));
+  app.delete(route(AGENT_ROUTES.vm), async (c) => {
+    await vms.delete(pathId(c, 'id'));
     return c.body(null, 204);
   });
-  app.post('/v1/vms/:id/exec', async (c) =>
-    c.json(await vms.exec(c.req.param('id'), await body(c, ExecRequest))),
+  app.post(route(AGENT_ROUTES.exec), async (c) =>
+    c.json(await vms.exec(pathId(c, 'id'), await body(c, ExecRequest))),
   );
-  app.get('/v1/vms/:id/log', async (c) => c.text(await vms.log(c.req.param('id'))));
-  app.post('/v1/vms/:id/snapshots', async (c) =>
-    c.json(await vms.snapshot(c.req.param('id'), await body(c, CreateSnapshotRequest)), 201),
+  app.get(route(AGENT_ROUTES.log), async (c) => c.text(await vms.log(pathId(c, 'id'))));
+  app.post(route(AGENT_ROUTES.snapshots), async (c) =>
+    c.json(await vms.snapshot(pathId(c, 'id'), await body(c, CreateSnapshotRequest)), 201),
   );
-  app.delete('/v1/snapshots/:sid', async (c) => {
-    await vms.deleteSnapshot(c.req.param('sid'));
+  app.delete(route(AGENT_ROUTES.snapshot), async (c) => {
+    await vms.deleteSnapshot(pathId(c, 'snapshot_id'));
     return c.body(null, 204);
   });
-  app.get('/v1/snapshots/:sid/data', async (c) => {
-    const { path, size } = await vms.snapshotData(c.req.param('sid'));
+  app.get(route(AGENT_ROUTES.snapshotData), async (c) => {
+    const { path, size } = await vms.snapshotData(pathId(c, 'snapshot_id'));
     return new Response(Readable.toWeb(createReadStream(path)) as ReadableStream, {
       headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
     });
   });
-  app.get('/v1/vms/:id/console', (c) => {
-    vms.get(c.req.param('id'));
+  app.get(route(AGENT_ROUTES.console), (c) => {
+    vms.get(pathId(c, 'id'));
     throw AgentError.invalid('the console is a WebSocket: send an Upgrade: websocket request');
   });
 
@@ -111,6 +115,26 @@ export function toAgentError(err: unknown): AgentError {
   return new AgentError('internal', 'internal error');
 }
 
+/** Hono's form of a protocol path: `/v1/vms/{id}` -> `/v1/vms/:id`. */
+function route(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ':$1');
+}
+
+/**
+ * A VM or snapshot id from the path, checked against {@link AGENT_ID} before anything uses it (so
+ * no id, however encoded, names a path outside the data directory): anything else is `404
+ * not_found`, since no VM or snapshot can have it.
+ */
+export function checkId(id: string, field = 'id'): string {
+  if (!AGENT_ID.test(id))
+    throw new AgentError('not_found', `not found: ${field} must be ${AGENT_ID_RULE}`, { field });
+  return id;
+}
+
+function pathId(c: Context, name: string): string {
+  return checkId(c.req.param(name) ?? '', name);
+}
+
 async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
   const text = await c.req.text();
   let value: unknown;
@@ -121,6 +145,7 @@ async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.outpu
   }
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || 'body', message: i.message }));
-  throw AgentError.invalid(`${issues[0]!.field}: ${issues[0]!.message}`, { issues });
+  const details = issuesDetails(result.error.issues);
+  const first = details.issues[0]!;
+  throw AgentError.invalid(`${first.field}: ${first.message}`, details);
 }

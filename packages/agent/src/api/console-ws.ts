@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { AgentError } from '../errors.js';
 import type { VmManager } from '../vm/vm-manager.js';
-import { toAgentError } from './app.js';
+import { checkId, toAgentError } from './app.js';
 import type { BearerAuth } from './auth.js';
 
 /**
@@ -20,7 +20,7 @@ export function consoleUpgradeHandler(auth: BearerAuth, vms: VmManager, logger: 
         throw new AgentError('unauthorized', 'missing or invalid bearer token');
       const m = /^\/v1\/vms\/([^/?]+)\/console(\?.*)?$/.exec(req.url ?? '');
       if (!m) throw new AgentError('route_not_found', `no WebSocket route for ${req.url}`);
-      const id = decodeURIComponent(m[1]!);
+      const id = checkId(m[1]!);
       vms.get(id);
       wss.handleUpgrade(req, socket, head, (ws) => {
         let attached: ReturnType<VmManager['attachConsole']>;

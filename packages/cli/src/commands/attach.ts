@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { apiErrorFromResponse } from '../api-client.js';
 import { ContextStore } from '../context-store.js';
 import { CliError } from '../errors.js';
 import { contextsFile } from '../settings.js';
@@ -24,14 +25,8 @@ export async function attach(id: string): Promise<number> {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => {
-        let message = `http ${res.statusCode}`;
-        try {
-          const e = (JSON.parse(body) as { error: { code: string; message: string } }).error;
-          message = `${e.message} (${e.code})`;
-        } catch {
-          // keep the status
-        }
-        reject(new CliError(`orch: cannot attach: ${message}`));
+        const e = apiErrorFromResponse(res.statusCode ?? 0, body).error!;
+        reject(new CliError(`orch: cannot attach: ${e.message} (${e.code})`));
       });
     });
     ws.once('error', (err) => reject(new CliError(`orch: cannot attach: ${err.message}`)));

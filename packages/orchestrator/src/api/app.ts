@@ -1,6 +1,5 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { SESSION_COOKIE } from '@orch/protocol';
-import { isStoreUnavailable } from '@support/pg';
+import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
@@ -9,7 +8,7 @@ import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
 import { crossSiteRefusal } from '../auth/same-origin.js';
-import { ApiError } from './errors.js';
+import { toOrchError } from './errors.js';
 import type { AnyRoute } from './route.js';
 
 /** Largest request body accepted: 1 MiB (the spec leaves request size limits open). */
@@ -32,7 +31,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   app.use('*', async (c, next) => {
     const address = remoteAddress(c);
     if (!deps.allowlist.allows(address)) {
-      throw new ApiError('forbidden', "your address is not in the orchestrator's allowed client networks", {
+      throw new OrchError('forbidden', "your address is not in the orchestrator's allowed client networks", {
         address: address ?? null,
       });
     }
@@ -43,7 +42,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
     bodyLimit({
       maxSize: MAX_BODY_BYTES,
       onError: () => {
-        throw new ApiError(
+        throw new OrchError(
           'invalid_argument',
           `the request body is larger than ${MAX_BODY_BYTES} bytes`,
           { limit: MAX_BODY_BYTES },
@@ -62,7 +61,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
       header: (name) => c.req.header(name),
       hasSessionCookie: getCookie(c, SESSION_COOKIE) !== undefined,
     });
-    if (refusal) throw new ApiError('unauthorized', refusal, undefined, 403);
+    if (refusal) throw new OrchError('unauthorized', refusal, undefined, 403);
     await next();
   });
 
@@ -88,7 +87,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   extend?.(app);
 
   app.notFound((c) => {
-    const err = new ApiError(
+    const err = new OrchError(
       'route_not_found',
       `no route for ${c.req.method} ${new URL(c.req.url).pathname}`,
     );
@@ -96,7 +95,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   });
 
   app.onError((err, c) => {
-    const apiError = toApiError(err);
+    const apiError = toOrchError(err);
     if (apiError.code === 'internal') deps.logger.error({ err, path: c.req.path }, 'unexpected error');
     else if (apiError.code === 'unavailable')
       deps.logger.warn({ path: c.req.path, err: err.message }, 'unavailable');
@@ -105,14 +104,6 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   });
 
   return app;
-}
-
-function toApiError(err: unknown): ApiError {
-  if (err instanceof ApiError) return err;
-  if (err instanceof URIError) return ApiError.invalid('the URL has malformed percent-encoding');
-  if (isStoreUnavailable(err))
-    return ApiError.unavailable("the orchestrator's store is unavailable; try again shortly");
-  return new ApiError('internal', 'internal error');
 }
 
 function remoteAddress(c: Context): string | undefined {
@@ -125,14 +116,20 @@ function remoteAddress(c: Context): string | undefined {
 
 async function readJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
-  if (text.trim() === '') throw ApiError.invalid('the request body is empty: send a JSON object');
+  if (text.trim() === '') throw OrchError.invalid('the request body is empty: send a JSON object');
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw ApiError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
+    throw OrchError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
   }
 }
 
+/**
+ * Validates one part of a request with the route's schema. A path parameter outside its documented
+ * pattern names nothing that can exist: `404 not_found` saying the pattern. A bad query or body is
+ * `400 invalid_argument` naming the first field; `details.issues` lists at most the first 20
+ * issues, with `issue_count`, so a huge invalid body gets a small answer.
+ */
 function parse<S extends z.ZodType>(
   schema: S,
   value: unknown,
@@ -140,8 +137,15 @@ function parse<S extends z.ZodType>(
 ): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || where, message: i.message }));
-  const first = issues[0]!;
+  const details = issuesDetails(result.error.issues, where);
+  const first = details.issues[0]!;
+  if (where === 'path') {
+    const given = (value as Record<string, unknown>)[first.field];
+    const shown = typeof given === 'string' ? ` ${JSON.stringify(given.slice(0, 64))}` : '';
+    throw new OrchError('not_found', `not found: ${first.field}${shown} ${first.message}`, {
+      field: first.field,
+    });
+  }
   const field = first.field === where ? where : `${where === 'body' ? '' : `${where} `}${first.field}`;
-  throw ApiError.invalid(`${field}: ${first.message}`, { issues });
+  throw OrchError.invalid(`${field}: ${first.message}`, details);
 }

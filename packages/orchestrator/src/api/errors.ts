@@ -1,45 +1,28 @@
-import { ERROR_STATUS, type ErrorBody, type ErrorCode } from '@orch/protocol';
+import { OrchError } from '@orch/protocol';
+import { isStoreUnavailable } from '@support/pg';
+import { storeRefusal } from '../store/store-errors.js';
 
 /**
- * The one error type the API raises. Its `code` is the wire code; `status` defaults to the code's
- * status (ERROR_STATUS) and is overridden only where the spec says so (403 for master-only
- * refusals, 413 for oversized bodies). `details` must be non-sensitive.
+ * Maps anything thrown inside orchd to the wire error, the one mapping of this server (used by the
+ * API's `onError` and by the console upgrade, which answers before Hono sees the request):
+ * an {@link OrchError} as it is (agent failures are {@link OrchError}s that keep the agent's code and
+ * details); malformed percent-encoding → `400 invalid_argument`; a store outage → `503
+ * unavailable`; a value the store refuses → `400`/`409` (see `storeRefusal`); anything else → `500
+ * internal` with a fixed message (the details go to the log, never to the client).
  */
-export class ApiError extends Error {
-  override readonly name = 'ApiError';
-  readonly status: number;
+export function toOrchError(err: unknown): OrchError {
+  if (err instanceof OrchError) return err;
+  if (err instanceof URIError) return OrchError.invalid('the URL has malformed percent-encoding');
+  if (isStoreUnavailable(err))
+    return OrchError.unavailable("the orchestrator's store is unavailable; try again shortly");
+  return storeRefusal(err) ?? new OrchError('internal', 'internal error');
+}
 
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: Record<string, unknown>,
-    status?: number,
-    /** Extra response headers (for example WWW-Authenticate). */
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
-    super(message);
-    this.status = status ?? ERROR_STATUS[code];
-  }
-
-  toBody(): ErrorBody {
-    return {
-      error: {
-        code: this.code,
-        message: this.message,
-        ...(this.details && Object.keys(this.details).length > 0 ? { details: this.details } : {}),
-      },
-    };
-  }
-
-  static invalid(message: string, details?: Record<string, unknown>): ApiError {
-    return new ApiError('invalid_argument', message, details);
-  }
-
-  static notFound(what: string, id: string): ApiError {
-    return new ApiError('not_found', `${what} ${JSON.stringify(id)} not found`, { id });
-  }
-
-  static unavailable(message: string, details?: Record<string, unknown>): ApiError {
-    return new ApiError('unavailable', message, details);
-  }
+/** An HTTP/1.1 answer written straight to a socket (for refusals before an upgrade), in the envelope. */
+export function rawErrorResponse(error: OrchError): string {
+  const body = JSON.stringify(error.toBody());
+  const extra = Object.entries(error.headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${error.status} ${error.code}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`;
 }

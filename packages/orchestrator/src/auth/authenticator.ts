@@ -1,5 +1,4 @@
-import { API_KEY_PREFIX } from '@orch/protocol';
-import { ApiError } from '../api/errors.js';
+import { API_KEY_PREFIX, OrchError } from '@orch/protocol';
 import { secretsEqual } from '../crypto/secrets.js';
 import type { ApiKeysRepo } from '../store/api-keys-repo.js';
 import type { SessionSigner } from './session-cookie.js';
@@ -21,8 +20,8 @@ export interface Credentials {
 
 const CHALLENGE = 'Bearer realm="orchd"';
 
-function unauthorized(message: string, invalidToken: boolean): ApiError {
-  return new ApiError('unauthorized', message, undefined, 401, {
+function unauthorized(message: string, invalidToken: boolean): OrchError {
+  return new OrchError('unauthorized', message, undefined, 401, {
     'WWW-Authenticate': invalidToken ? `${CHALLENGE}, error="invalid_token"` : CHALLENGE,
   });
 }
@@ -76,7 +75,7 @@ export class Authenticator {
 /** Refuses API keys on master-only routes: 403 `unauthorized` (orchestrator.md, "API keys"). */
 export function requireMaster(principal: Principal): void {
   if (principal.kind === 'api_key') {
-    throw new ApiError(
+    throw new OrchError(
       'unauthorized',
       'this operation needs the master token; API keys are not accepted here',
       undefined,

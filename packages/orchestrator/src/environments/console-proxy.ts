@@ -1,12 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AGENT_VM_PATHS, ERROR_STATUS, SESSION_COOKIE } from '@orch/protocol';
+import { AGENT_ID, AGENT_ID_RULE, AGENT_VM_PATHS, OrchError, SESSION_COOKIE } from '@orch/protocol';
+import { parse as parseCookies } from 'hono/utils/cookie';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
-import { ApiError } from '../api/errors.js';
+import { rawErrorResponse, toOrchError } from '../api/errors.js';
 import { type Authenticator, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
-import { AgentError } from '../hosts/agent-client.js';
+import { AgentCallError } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -37,20 +38,24 @@ export class ConsoleProxy {
     try {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
       const m = ATTACH_PATH.exec(path);
-      if (!m) throw new ApiError('route_not_found', `no WebSocket route for ${path}`);
+      if (!m) throw new OrchError('route_not_found', `no WebSocket route for ${path.slice(0, 200)}`);
       if (!this.allowlist.allows(req.socket.remoteAddress)) {
-        throw new ApiError('forbidden', "your address is not in the orchestrator's allowed client networks");
+        throw new OrchError('forbidden', "your address is not in the orchestrator's allowed client networks");
       }
       const principal = await this.auth.authenticate({
         authorization: req.headers.authorization,
-        sessionCookie: cookie(req, SESSION_COOKIE),
+        sessionCookie: parseCookies(req.headers.cookie ?? '', SESSION_COOKIE)[SESSION_COOKIE],
       });
       requireMaster(principal);
-      const env = await this.envs.row(decodeURIComponent(m[1]!));
+      // The same id rule as the route table: checked before any lookup (and `%ff` is no id).
+      const id = m[1]!;
+      if (!AGENT_ID.test(id))
+        throw new OrchError('not_found', `not found: id must be ${AGENT_ID_RULE}`, { field: 'id' });
+      const env = await this.envs.row(id);
       if (env.state !== 'running')
-        throw new ApiError('conflict', `environment ${env.id} is ${env.state}, not running`);
+        throw new OrchError('conflict', `environment ${env.id} is ${env.state}, not running`);
       const h = await this.hostsRepo.get(env.host_id);
-      if (!h) throw ApiError.unavailable(`host ${env.host_id} is no longer registered`);
+      if (!h) throw OrchError.unavailable(`host ${env.host_id} is no longer registered`);
       const upstream = await openUpstream(
         `${h.host.agent_url.replace(/^http/, 'ws')}${AGENT_VM_PATHS.console(env.id)}`,
         this.hosts.tokenFor(h),
@@ -58,20 +63,9 @@ export class ConsoleProxy {
       this.wss.handleUpgrade(req, socket, head, (client) => pipe(client, upstream));
       this.logger.info({ env: env.id }, 'console attached');
     } catch (err) {
-      const apiError =
-        err instanceof ApiError
-          ? err
-          : err instanceof AgentError
-            ? ApiError.unavailable(err.message)
-            : new ApiError('internal', 'internal error');
-      const body = JSON.stringify(apiError.toBody());
-      const status = apiError.status ?? ERROR_STATUS[apiError.code];
-      const extra = Object.entries(apiError.headers)
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join('');
-      socket.end(
-        `HTTP/1.1 ${status} ${apiError.code}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
-      );
+      const error = toOrchError(err);
+      if (error.code === 'internal') this.logger.error({ err }, 'console attach failed');
+      socket.end(rawErrorResponse(error));
     }
   }
 
@@ -79,14 +73,6 @@ export class ConsoleProxy {
     for (const c of this.wss.clients) c.terminate();
     this.wss.close();
   }
-}
-
-function cookie(req: IncomingMessage, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [k, ...v] = part.trim().split('=');
-    if (k === name) return decodeURIComponent(v.join('='));
-  }
-  return undefined;
 }
 
 function openUpstream(url: string, token: string): Promise<WebSocket> {
@@ -98,15 +84,29 @@ function openUpstream(url: string, token: string): Promise<WebSocket> {
     });
     ws.once('open', () => resolve(ws));
     ws.once('unexpected-response', (_req, res) => {
+      const status = res.statusCode ?? 0;
+      const kind = status === 401 || status === 403 ? 'unauthorized' : 'bad_response';
       reject(
-        new AgentError(
-          res.statusCode === 401 ? 'unauthorized' : 'bad_response',
-          `the agent refused the console: http ${res.statusCode}`,
+        new AgentCallError(
+          kind,
+          'unavailable',
+          `the agent refused the console: http ${status}`,
+          { agent_error: kind, agent_status: status },
+          status,
         ),
       );
     });
     ws.once('error', (err) =>
-      reject(new AgentError('unreachable', `could not reach the agent console: ${err.message}`)),
+      reject(
+        new AgentCallError(
+          'unreachable',
+          'unavailable',
+          `could not reach the agent console: ${err.message}`,
+          {
+            agent_error: 'unreachable',
+          },
+        ),
+      ),
     );
   });
 }

@@ -4,19 +4,27 @@ import {
   AgentVm,
   type CreateEnvironmentRequest,
   type Environment,
+  EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   ExecResult,
+  OrchError,
+  SECRET_NAME,
+  SECRET_NAME_RULE,
 } from '@orch/protocol';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
+import { toOrchError } from '../api/errors.js';
 import { randomId } from '../crypto/secrets.js';
 import type { TokenBox } from '../crypto/token-box.js';
+import { AgentCallError, MAX_ANSWER_BYTES } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import { type EnvironmentRow, type EnvironmentsRepo, toEnvironment } from '../store/environments-repo.js';
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
-import { type Agents, agentApiError } from './agents.js';
+import type { Agents } from './agents.js';
 import { place } from './scheduler.js';
+
+/** Largest exec answer: two streams of EXEC_OUTPUT_LIMIT bytes, base64, plus the envelope. */
+const EXEC_ANSWER_BYTES = Math.ceil((2 * EXEC_OUTPUT_LIMIT * 4) / 3) + MAX_ANSWER_BYTES;
 
 /** The per-VM secret every environment gets, in its startup script's environment (not an API credential). */
 export const VM_SECRET_NAME = 'ORCH_VM_SECRET';
@@ -56,16 +64,19 @@ export class EnvironmentService {
     opts: { restore?: SnapshotRow; seed?: SnapshotRow } = {},
   ): Promise<Environment> {
     const needed = secretReferences(req.manifest_inline);
-    const missing = needed.filter((name) => !(name in req.secrets));
+    // Own properties only: a name like `constructor` or `__proto__` is not a value given.
+    const given = new Map(Object.entries(req.secrets));
+    const missing = needed.filter((name) => !given.has(name));
     if (missing.length > 0) {
-      throw ApiError.invalid(`secrets missing for the manifest's secret references: ${missing.join(', ')}`, {
-        missing,
-      });
+      throw OrchError.invalid(
+        `secrets missing for the manifest's secret references: ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ` (and ${missing.length - 20} more)` : ''}`,
+        { missing: missing.slice(0, 20), missing_count: missing.length },
+      );
     }
-    const secrets = {
-      ...Object.fromEntries(needed.map((n) => [n, req.secrets[n]!])),
-      [VM_SECRET_NAME]: randomBytes(32).toString('base64url'),
-    };
+    const secrets: Record<string, string> = Object.fromEntries([
+      ...needed.map((n) => [n, given.get(n)!] as const),
+      [VM_SECRET_NAME, randomBytes(32).toString('base64url')] as const,
+    ]);
     const snapshot = opts.restore ?? opts.seed;
     const id = randomId('env_', 12).replace(/[^A-Za-z0-9_-]/g, '');
     const row = await this.repo.withPlacementLock(async (trx) => {
@@ -74,7 +85,7 @@ export class EnvironmentService {
         spec: req.spec,
         ...(snapshot ? { onHost: snapshot.host_id } : {}),
       });
-      if (!placement.ok) throw new ApiError(placement.code, placement.message);
+      if (!placement.ok) throw new OrchError(placement.code, placement.message);
       return this.repo.insert(
         {
           id,
@@ -98,7 +109,7 @@ export class EnvironmentService {
       const vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
       await this.record(row.id, vm, agent.baseUrl);
     } catch (err) {
-      const apiError = agentApiError(err);
+      const apiError = toOrchError(err);
       await this.repo.transition(row.id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ env: row.id, err: apiError.message }, 'environment creation failed');
       throw apiError;
@@ -132,7 +143,7 @@ export class EnvironmentService {
 
   async row(id: string): Promise<EnvironmentRow> {
     const row = await this.repo.get(id);
-    if (!row) throw ApiError.notFound('environment', id);
+    if (!row) throw OrchError.notFound('environment', id);
     return row;
   }
 
@@ -162,11 +173,11 @@ export class EnvironmentService {
     try {
       await agent.json('DELETE', AGENT_VM_PATHS.vm(row.id));
     } catch (err) {
-      if (!(err instanceof Error && 'kind' in err && err.kind === 'not_found')) throw agentApiError(err);
+      if (!(err instanceof AgentCallError && err.kind === 'not_found')) throw err;
     }
     await this.repo.transition(
       row.id,
-      ['creating', 'running', 'stopping'],
+      ['running', 'stopping'],
       'stopped',
       reason ? { last_error: reason } : {},
     );
@@ -177,11 +188,13 @@ export class EnvironmentService {
   async exec(id: string, body: ExecRequest): Promise<ExecResult> {
     const row = await this.row(id);
     if (row.state !== 'running')
-      throw new ApiError('conflict', `environment ${id} is ${row.state}, not running`, { state: row.state });
+      throw new OrchError('conflict', `environment ${id} is ${row.state}, not running`, { state: row.state });
     const agent = await this.agents.forHost(row.host_id);
     const timeoutMs = (body.timeout_seconds + 30) * 1000;
-    return agent.json('POST', AGENT_VM_PATHS.exec(id), body, ExecResult, timeoutMs).catch((err: unknown) => {
-      throw agentApiError(err);
+    // Output up to EXEC_OUTPUT_LIMIT per stream, base64: more than the default answer limit.
+    return agent.json('POST', AGENT_VM_PATHS.exec(id), body, ExecResult, {
+      timeoutMs,
+      maxBytes: EXEC_ANSWER_BYTES,
     });
   }
 
@@ -212,10 +225,14 @@ export class EnvironmentService {
     } else if (vm.state === 'stopped') {
       await this.repo.transition(
         id,
-        ['creating', 'running', 'stopping'],
+        ['running', 'stopping'],
         'stopped',
         vm.error ? { last_error: vm.error } : {},
       );
+      // A VM that stopped before it ever ran failed to start.
+      await this.repo.transition(id, ['creating'], 'error', {
+        last_error: vm.error ?? 'the VM stopped before it was running',
+      });
     }
   }
 
@@ -252,16 +269,19 @@ export class EnvironmentService {
   }
 }
 
-/** Secret names referenced by a manifest (`{ "secret": name }` env values), from its base64 JSON. */
+/**
+ * Secret names referenced by a manifest (`{ "secret": name }` env values), from its base64 JSON;
+ * each must be a {@link SECRET_NAME} (as `orch compile` checks it).
+ */
 export function secretReferences(manifestInline: string): string[] {
   let manifest: { services?: Record<string, { env?: Record<string, unknown> }> };
   try {
     manifest = JSON.parse(Buffer.from(manifestInline, 'base64').toString('utf8'));
   } catch {
-    throw ApiError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
+    throw OrchError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
   }
   if (typeof manifest !== 'object' || manifest === null)
-    throw ApiError.invalid('manifest_inline: the manifest is not a JSON object');
+    throw OrchError.invalid('manifest_inline: the manifest is not a JSON object');
   const names = new Set<string>();
   for (const svc of Object.values(manifest.services ?? {})) {
     for (const value of Object.values(svc?.env ?? {})) {
@@ -270,7 +290,14 @@ export function secretReferences(manifestInline: string): string[] {
         value !== null &&
         typeof (value as { secret?: unknown }).secret === 'string'
       ) {
-        names.add((value as { secret: string }).secret);
+        const name = (value as { secret: string }).secret;
+        if (!SECRET_NAME.test(name)) {
+          throw OrchError.invalid(
+            `manifest_inline: secret name ${JSON.stringify(name.slice(0, 130))} must be ${SECRET_NAME_RULE}`,
+            { field: 'manifest_inline' },
+          );
+        }
+        names.add(name);
       }
     }
   }

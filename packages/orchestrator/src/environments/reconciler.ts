@@ -6,6 +6,9 @@ import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
 import type { SnapshotService } from './snapshot-service.js';
 
+/** Largest VM list read from an agent (about 30,000 VMs). */
+const VM_LIST_BYTES = 16 << 20;
+
 /**
  * Brings records and agents into agreement, on start and then every interval (every orchd runs
  * one; all its writes are conditional transitions, so concurrent reconcilers agree):
@@ -54,7 +57,7 @@ export class Reconciler {
           vms = (
             await (
               await this.envs.agents.forHost(host.id)
-            ).json('GET', AGENT_VM_PATHS.vms, undefined, AgentVmList)
+            ).json('GET', AGENT_VM_PATHS.vms, undefined, AgentVmList, { maxBytes: VM_LIST_BYTES })
           ).vms;
         } catch (err) {
           this.logger.debug({ host: host.id, err: (err as Error).message }, 'reconcile: host not reachable');
@@ -86,10 +89,13 @@ export class Reconciler {
               vm.state === 'creating' &&
               now.getTime() - env.created_at.getTime() > this.createTimeoutMs
             ) {
-              await this.envs.stopOnAgent(env).catch(() => undefined);
-              await this.repo.transition(env.id, ['creating', 'stopped'], 'error', {
+              // creating -> error (drawn in @orch/protocol), then the VM is deleted on its agent.
+              await this.repo.transition(env.id, ['creating'], 'error', {
                 last_error: `the VM did not start within ${this.createTimeoutMs / 1000} s`,
               });
+              await (await this.envs.agents.forHost(host.id))
+                .json('DELETE', AGENT_VM_PATHS.vm(env.id))
+                .catch(() => undefined);
             } else {
               await this.envs.record(env.id, vm, host.agent_url);
             }

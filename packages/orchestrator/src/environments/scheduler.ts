@@ -102,7 +102,8 @@ function couldNeverFit(h: Host, spec: VmSpec): string[] {
 
 function notNow(h: Host, u: HostUsage, spec: VmSpec): string | undefined {
   if (h.state === 'cordoned') return 'cordoned';
-  if (h.health !== 'healthy') return `health ${h.health}`;
+  // The health check's own words (for example "refused the agent token: http 401") say why.
+  if (h.health !== 'healthy') return `health ${h.health}${h.health_detail ? ` (${h.health_detail})` : ''}`;
   const free = {
     cpus: h.capacity.cpus - u.cpus,
     ram_mb: h.capacity.ram_mb - u.ram_mb,

@@ -2,15 +2,15 @@ import {
   AGENT_VM_PATHS,
   type CreateSnapshotBody,
   type Environment,
+  OrchError,
   type Snapshot,
   SnapshotArtifact,
 } from '@orch/protocol';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
+import { toOrchError } from '../api/errors.js';
 import { randomId } from '../crypto/secrets.js';
-import { AgentError } from '../hosts/agent-client.js';
+import { AgentCallError } from '../hosts/agent-client.js';
 import { type SnapshotRow, type SnapshotsRepo, toSnapshot } from '../store/snapshots-repo.js';
-import { agentApiError } from './agents.js';
 import type { EnvironmentService } from './environment-service.js';
 
 /**
@@ -29,7 +29,7 @@ export class SnapshotService {
   async create(envId: string, body: CreateSnapshotBody): Promise<Snapshot> {
     const env = await this.envs.row(envId);
     if (env.state !== 'running') {
-      throw new ApiError(
+      throw new OrchError(
         'conflict',
         `environment ${envId} is ${env.state}; only a running environment can be snapshotted`,
         { state: env.state },
@@ -62,7 +62,7 @@ export class SnapshotService {
         AGENT_VM_PATHS.snapshots(env.id),
         { snapshot_id: id, live: body.live },
         SnapshotArtifact,
-        600_000,
+        { timeoutMs: 600_000 },
       );
       await this.repo.transition(id, ['creating'], 'ready', {
         kind: artifact.kind,
@@ -75,7 +75,7 @@ export class SnapshotService {
         'snapshot ready',
       );
     } catch (err) {
-      const apiError = agentApiError(err);
+      const apiError = toOrchError(err);
       await this.repo.transition(id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ snapshot: id, err: apiError.message }, 'snapshot failed');
     }
@@ -91,9 +91,9 @@ export class SnapshotService {
       exports = await this.repo.exportsOf(row ? [row.id] : []);
     } catch (err) {
       this.logger.warn({ snapshot: id, err: (err as Error).message }, 'snapshot read failed');
-      throw ApiError.notFound('snapshot', id);
+      throw OrchError.notFound('snapshot', id);
     }
-    if (!row) throw ApiError.notFound('snapshot', id);
+    if (!row) throw OrchError.notFound('snapshot', id);
     return toSnapshot(row, exports.get(row.id));
   }
 
@@ -110,9 +110,9 @@ export class SnapshotService {
   /** Deletes the artifact on its agent (already gone counts as done), then the record. */
   async delete(id: string): Promise<void> {
     const row = await this.repo.get(id);
-    if (!row) throw ApiError.notFound('snapshot', id);
+    if (!row) throw OrchError.notFound('snapshot', id);
     if (!(await this.repo.transition(id, ['ready', 'error', 'deleting'], 'deleting'))) {
-      throw new ApiError('conflict', `snapshot ${id} is ${row.state}; wait until it is ready`, {
+      throw new OrchError('conflict', `snapshot ${id} is ${row.state}; wait until it is ready`, {
         state: row.state,
       });
     }
@@ -120,8 +120,8 @@ export class SnapshotService {
       const agent = await this.envs.agents.forHost(row.host_id);
       await agent.json('DELETE', AGENT_VM_PATHS.snapshot(id));
     } catch (err) {
-      if (!(err instanceof AgentError && err.kind === 'not_found')) {
-        const apiError = agentApiError(err);
+      if (!(err instanceof AgentCallError && err.kind === 'not_found')) {
+        const apiError = toOrchError(err);
         await this.repo.transition(id, ['deleting'], 'deleting', { last_error: apiError.message });
         throw apiError;
       }
@@ -139,9 +139,9 @@ export class SnapshotService {
     body: { task_id?: string | undefined; max_runtime_seconds?: number | undefined },
   ): Promise<Environment> {
     const row = await this.repo.get(id);
-    if (!row) throw ApiError.notFound('snapshot', id);
+    if (!row) throw OrchError.notFound('snapshot', id);
     if (!(await this.repo.transition(id, ['ready'], 'restoring'))) {
-      throw new ApiError(
+      throw new OrchError(
         'conflict',
         `snapshot ${id} is ${row.state}; only a ready snapshot can be restored`,
         { state: row.state },

@@ -1,29 +1,62 @@
-import { AGENT_PATHS, AgentInfo } from '@orch/protocol';
+import {
+  AGENT_PATHS,
+  AgentInfo,
+  cleanText,
+  type ErrorDetails,
+  errorFromBody,
+  OrchError,
+} from '@orch/protocol';
 import type { z } from 'zod';
 
+/** How an agent call failed, for the health monitor and registration. */
+export type AgentFailure =
+  /** no answer, or no complete answer in time (refused, reset, timeout, a slow drip) */
+  | 'unreachable'
+  /** the agent refused the token (http 401/403) */
+  | 'unauthorized'
+  /** the agent answered 3xx (never followed) */
+  | 'redirect'
+  /** http 404: no such VM or snapshot on the agent */
+  | 'not_found'
+  /** another 4xx: the agent's own code, message and details are kept */
+  | 'rejected'
+  /** 5xx, not JSON, too large, or not the expected shape */
+  | 'bad_response';
+
 /**
- * Why an agent call failed. `message` is safe to show: it never contains the token.
- * - `unreachable`: no answer (refused, reset, timeout)
- * - `unauthorized`: the agent refused the token (http 401/403)
- * - `redirect`: the agent answered 3xx (never followed)
- * - `not_found`: http 404 (no such VM or snapshot on the agent)
- * - `rejected`: another 4xx; the agent's own message is kept
- * - `bad_response`: 5xx, not JSON, or not the expected shape
+ * A failed agent call, as the error orchd answers with. It keeps the agent's own `code` and
+ * `details` where the agent sent an error envelope (a `409 conflict` stays a conflict, a
+ * `details.reason: disk_full` reaches the caller); what is the orchestrator's problem rather than
+ * the caller's (an unreachable, refusing or broken agent, or an agent `internal`) is `503
+ * unavailable` with `details.agent_error`. `message` never contains the token.
  */
-export class AgentError extends Error {
-  override readonly name = 'AgentError';
+export class AgentCallError extends OrchError {
+  override readonly name = 'AgentCallError';
   constructor(
-    readonly kind: 'redirect' | 'unauthorized' | 'unreachable' | 'not_found' | 'rejected' | 'bad_response',
+    readonly kind: AgentFailure,
+    code: OrchError['code'],
     message: string,
-    readonly status?: number,
+    details?: ErrorDetails,
+    /** The agent's HTTP status, when it answered. */
+    readonly agentStatus?: number,
   ) {
-    super(message);
+    super(code, message, details);
   }
 }
 
-const MAX_ANSWER_BYTES = 64 << 20;
+/** Largest agent answer read by default (the README's 1 MiB); exec results are allowed more. */
+export const MAX_ANSWER_BYTES = 1 << 20;
+/** Largest error answer read from an agent. */
+const MAX_ERROR_BYTES = 64 * 1024;
 
-/** Calls one host agent: bearer token, no redirects, bounded answer size and time. */
+/** Options of one JSON call. */
+export interface CallOptions {
+  readonly timeoutMs?: number;
+  /** Largest answer accepted (default {@link MAX_ANSWER_BYTES}). */
+  readonly maxBytes?: number;
+}
+
+/** Calls one host agent: bearer token, no redirects, bounded answer size and time (the whole answer). */
 export class AgentClient {
   constructor(
     readonly baseUrl: string,
@@ -32,7 +65,7 @@ export class AgentClient {
   ) {}
 
   info(): Promise<AgentInfo> {
-    return this.json('GET', AGENT_PATHS.info, undefined, AgentInfo, 5000);
+    return this.json('GET', AGENT_PATHS.info, undefined, AgentInfo, { timeoutMs: 5000 });
   }
 
   /** A JSON call; `schema` validates the answer (omit it for 204 answers). */
@@ -41,33 +74,40 @@ export class AgentClient {
     path: string,
     body?: unknown,
     schema?: S,
-    timeoutMs = this.timeoutMs,
+    opts: CallOptions = {},
   ): Promise<z.output<S>> {
-    const res = await this.raw(method, path, body, timeoutMs);
-    const text = await readLimited(res, MAX_ANSWER_BYTES);
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    const res = await this.raw(method, path, body, timeoutMs, signal);
+    const text = await this.read(res, opts.maxBytes ?? MAX_ANSWER_BYTES, timeoutMs);
     if (!schema) return undefined as z.output<S>;
     let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
-      throw new AgentError(
-        'bad_response',
-        `the agent at ${this.baseUrl} did not answer JSON (${method} ${path})`,
-      );
+      throw this.badResponse(`did not answer JSON (${method} ${path})`);
     }
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new AgentError(
-        'bad_response',
-        `the agent at ${this.baseUrl} sent a malformed answer: ${issue?.path.join('.')}: ${issue?.message}`,
+      throw this.badResponse(
+        `sent a malformed answer: ${cleanText(`${issue?.path.join('.')}: ${issue?.message}`).slice(0, 300)}`,
       );
     }
     return parsed.data;
   }
 
-  /** The response of a successful call (2xx), for callers that stream it; failures are AgentErrors. */
-  async raw(method: string, path: string, body?: unknown, timeoutMs = this.timeoutMs): Promise<Response> {
+  /**
+   * The response of a successful call (2xx), for callers that stream it; failures are
+   * {@link AgentCallError}s. `signal` (default: a timeout of `timeoutMs`) also bounds reading the body.
+   */
+  async raw(
+    method: string,
+    path: string,
+    body?: unknown,
+    timeoutMs = this.timeoutMs,
+    signal: AbortSignal = AbortSignal.timeout(timeoutMs),
+  ): Promise<Response> {
     let res: Response;
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
@@ -78,7 +118,7 @@ export class AgentClient {
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
         },
         redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
+        signal,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
     } catch (err) {
@@ -87,70 +127,111 @@ export class AgentClient {
         (err as Error).name === 'TimeoutError'
           ? `no answer within ${timeoutMs} ms`
           : (cause?.code ?? cause?.message ?? (err as Error).message);
-      throw new AgentError('unreachable', `could not reach the agent at ${this.baseUrl}: ${why}`);
+      throw this.unreachable(`could not reach the agent at ${this.baseUrl}: ${why}`);
     }
     if (res.ok) return res;
-    const text = await readLimited(res, 64 * 1024).catch(() => '');
+    const text = await this.read(res, MAX_ERROR_BYTES, timeoutMs).catch(() => '');
+    throw this.failure(res.status, text);
+  }
+
+  /** The error for a non-2xx answer: the agent's code and details kept where that is the caller's business. */
+  private failure(status: number, text: string): AgentCallError {
     const where = `the agent at ${this.baseUrl}`;
-    if (res.status >= 300 && res.status < 400) {
-      throw new AgentError(
+    if (status >= 300 && status < 400) {
+      return new AgentCallError(
         'redirect',
-        `${where} answered http ${res.status} (a redirect); redirects from agents are never followed`,
-        res.status,
+        'unavailable',
+        `${where} answered http ${status} (a redirect); redirects from agents are never followed`,
+        { agent_error: 'redirect', agent_status: status },
+        status,
       );
     }
-    if (res.status === 401 || res.status === 403) {
-      throw new AgentError(
+    if (status === 401 || status === 403) {
+      return new AgentCallError(
         'unauthorized',
-        `${where} refused the agent token: http ${res.status}`,
-        res.status,
+        'unavailable',
+        `${where} refused the agent token: http ${status}`,
+        { agent_error: 'unauthorized', agent_status: status },
+        status,
       );
     }
-    const message = agentMessage(text);
-    if (res.status === 404)
-      throw new AgentError('not_found', `${where}: http 404${message ? `: ${message}` : ''}`, 404);
-    if (res.status < 500)
-      throw new AgentError(
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    const agent = errorFromBody(status, body);
+    const said = cleanText(agent.message.slice(0, 500));
+    if (status === 404 && agent.code === 'not_found')
+      return new AgentCallError('not_found', 'not_found', `${where}: ${said}`, agent.details, status);
+    // 4xx with the agent's own code (conflict, invalid_argument, ...): the caller's to fix.
+    const kept = ['invalid_argument', 'conflict', 'not_found', 'unimplemented'].includes(agent.code);
+    if (status < 500 && kept) {
+      return new AgentCallError(
         'rejected',
-        `${where} refused the request: http ${res.status}${message ? `: ${message}` : ''}`,
-        res.status,
+        agent.code,
+        `${where} refused the request: http ${status}: ${said}`,
+        agent.details,
+        status,
       );
-    throw new AgentError(
+    }
+    // 5xx, or a code that is about orchd's own call (route_not_found, unauthorized): unavailable,
+    // with the agent's details (for example `reason: disk_full`) and its code.
+    return new AgentCallError(
       'bad_response',
-      `${where} failed: http ${res.status}${message ? `: ${message}` : ''}`,
-      res.status,
+      'unavailable',
+      `${where} failed: http ${status}: ${said}`,
+      { ...agent.details, agent_error: agent.code, agent_status: status },
+      status,
     );
+  }
+
+  private unreachable(message: string): AgentCallError {
+    return new AgentCallError('unreachable', 'unavailable', message, { agent_error: 'unreachable' });
+  }
+
+  private badResponse(why: string): AgentCallError {
+    return new AgentCallError('bad_response', 'unavailable', `the agent at ${this.baseUrl} ${why}`, {
+      agent_error: 'bad_response',
+    });
+  }
+
+  /**
+   * Reads a whole answer, at most `max` bytes, within the call's time limit: an agent that drips
+   * its answer is unreachable once the limit passes, one that sends too much is a bad response.
+   */
+  private async read(res: Response, max: number, timeoutMs: number): Promise<string> {
+    const reader = res.body?.getReader();
+    if (!reader) return '';
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > max) {
+          await reader.cancel().catch(() => undefined);
+          throw this.badResponse(`sent an answer larger than ${max} bytes`);
+        }
+        chunks.push(value);
+      }
+    } catch (err) {
+      if (err instanceof AgentCallError) throw err;
+      await reader.cancel().catch(() => undefined);
+      const name = (err as Error).name;
+      throw this.unreachable(
+        name === 'TimeoutError' || name === 'AbortError'
+          ? `the agent at ${this.baseUrl} sent no complete answer within ${timeoutMs} ms`
+          : `the agent at ${this.baseUrl} broke off its answer: ${cleanText((err as Error).message)}`,
+      );
+    }
+    return Buffer.concat(chunks).toString('utf8');
   }
 }
 
 /** Dials an agent's info endpoint (registration and health checks). */
 export function fetchAgentInfo(baseUrl: string, token: string): Promise<AgentInfo> {
   return new AgentClient(baseUrl, token).info();
-}
-
-function agentMessage(text: string): string | undefined {
-  try {
-    const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
-    return typeof m === 'string' ? m.slice(0, 500) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-async function readLimited(res: Response, max: number): Promise<string> {
-  const reader = res.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel();
-      throw new AgentError('bad_response', `the agent's answer is larger than ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

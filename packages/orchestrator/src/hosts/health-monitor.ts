@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { Periodic } from '../periodic.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
-import { AgentError, fetchAgentInfo } from './agent-client.js';
+import { AgentCallError, fetchAgentInfo } from './agent-client.js';
 import type { HostService } from './host-service.js';
 
 /**
@@ -38,10 +38,15 @@ export class HealthMonitor {
           const info = await fetchAgentInfo(h.host.agent_url, this.hosts.tokenFor(h));
           await this.repo.recordHealth(h.host.id, 'healthy', null, info);
         } catch (err) {
-          const kind = err instanceof AgentError ? err.kind : 'bad_response';
+          // Only agent failures are a host's health; a store error is the round's (logged, retried).
+          if (!(err instanceof AgentCallError)) throw err;
           const health =
-            kind === 'unreachable' ? 'unreachable' : kind === 'unauthorized' ? 'unauthorized' : 'error';
-          await this.repo.recordHealth(h.host.id, health, (err as Error).message);
+            err.kind === 'unreachable'
+              ? 'unreachable'
+              : err.kind === 'unauthorized'
+                ? 'unauthorized'
+                : 'error';
+          await this.repo.recordHealth(h.host.id, health, err.message);
         }
       }),
     );

@@ -1,9 +1,8 @@
-import { checkAgentUrl, type Host, type RegisterHostRequest } from '@orch/protocol';
+import { checkAgentUrl, type Host, OrchError, type RegisterHostRequest } from '@orch/protocol';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
 import type { TokenBox } from '../crypto/token-box.js';
 import type { HostsRepo, HostWithToken } from '../store/hosts-repo.js';
-import { AgentError, fetchAgentInfo } from './agent-client.js';
+import { AgentCallError, fetchAgentInfo } from './agent-client.js';
 
 /** Registration, reads, cordon and removal of hosts; and the token to dial each one with. */
 export class HostService {
@@ -21,10 +20,10 @@ export class HostService {
    */
   async register(req: RegisterHostRequest): Promise<{ host: Host; created: boolean }> {
     const checked = checkAgentUrl(req.agent_url);
-    if (!checked.ok) throw ApiError.invalid(checked.reason, { field: 'agent_url' });
+    if (!checked.ok) throw OrchError.invalid(checked.reason, { field: 'agent_url' });
     const token = req.agent_token ?? (req.kind === 'microvm' ? this.defaultMicrovmToken : '');
     if (token === '') {
-      throw ApiError.invalid(
+      throw OrchError.invalid(
         req.kind === 'gpu'
           ? 'agent_token is required for a gpu host (its GPU_AGENT_TOKEN)'
           : 'agent_token is missing and MICROVM_AGENT_TOKEN is not set on the orchestrator',
@@ -35,7 +34,7 @@ export class HostService {
       throw agentFailure(err);
     });
     if (info.kind !== req.kind) {
-      throw ApiError.invalid(`the agent at ${checked.url} is a ${info.kind} host, not ${req.kind}`, {
+      throw OrchError.invalid(`the agent at ${checked.url} is a ${info.kind} host, not ${req.kind}`, {
         field: 'kind',
       });
     }
@@ -60,13 +59,13 @@ export class HostService {
 
   async get(id: string): Promise<Host> {
     const found = await this.repo.get(id);
-    if (!found) throw ApiError.notFound('host', id);
+    if (!found) throw OrchError.notFound('host', id);
     return found.host;
   }
 
   async setState(id: string, state: 'active' | 'cordoned'): Promise<Host> {
     const host = await this.repo.setState(id, state);
-    if (!host) throw ApiError.notFound('host', id);
+    if (!host) throw OrchError.notFound('host', id);
     this.logger.info({ host: id, state }, 'host state changed');
     return host;
   }
@@ -74,13 +73,13 @@ export class HostService {
   /** Removes a host; refused (409 conflict) while environments still hold capacity on it. */
   async remove(id: string): Promise<void> {
     if (await this.environments.hostHasActive(id)) {
-      throw new ApiError(
+      throw new OrchError(
         'conflict',
         `host ${id} still runs environments: delete them (or cordon the host and wait) first`,
         { id },
       );
     }
-    if (!(await this.repo.delete(id))) throw ApiError.notFound('host', id);
+    if (!(await this.repo.delete(id))) throw OrchError.notFound('host', id);
     this.logger.info({ host: id }, 'host removed');
   }
 
@@ -90,9 +89,13 @@ export class HostService {
   }
 }
 
-/** Maps an agent failure at registration to the API: a bad URL, token or answer is the caller's to fix. */
-function agentFailure(err: unknown): ApiError {
-  if (!(err instanceof AgentError)) return new ApiError('internal', 'registration failed unexpectedly');
-  if (err.kind === 'unreachable') return ApiError.unavailable(err.message);
-  return ApiError.invalid(err.message, { agent_error: err.kind });
+/**
+ * An agent failure at registration: the caller gave the URL and token, so a refusal, redirect or
+ * malformed answer is theirs to fix (`400 invalid_argument`, with `http 401` in the message for a
+ * wrong token); an agent that does not answer in time is `503 unavailable`. Anything else (a store
+ * error) goes to the server's one error mapper unchanged.
+ */
+function agentFailure(err: unknown): unknown {
+  if (!(err instanceof AgentCallError) || err.kind === 'unreachable') return err;
+  return OrchError.invalid(err.message, { ...err.details, agent_error: err.kind });
 }

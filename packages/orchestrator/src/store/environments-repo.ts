@@ -1,4 +1,9 @@
-import type { Environment, EnvironmentState } from '@orch/protocol';
+import {
+  allowedSources,
+  ENVIRONMENT_TRANSITIONS,
+  type Environment,
+  type EnvironmentState,
+} from '@orch/protocol';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { Database, EnvironmentsTable, PortJson, VmSpecJson } from './schema.js';
 
@@ -105,6 +110,8 @@ export class EnvironmentsRepo {
   /**
    * Moves an environment to `to` only if it is in one of `from` (so concurrent updaters cannot
    * resurrect a stopped environment). Returns the updated row, or undefined if it was not in `from`.
+   * Every `from` -> `to` must be in `ENVIRONMENT_TRANSITIONS` (@orch/protocol); naming another move
+   * throws (a bug).
    */
   async transition(
     id: string,
@@ -117,6 +124,7 @@ export class EnvironmentsRepo {
       expires_at?: Date | null;
     } = {},
   ): Promise<EnvironmentRow | undefined> {
+    const sources = allowedSources(ENVIRONMENT_TRANSITIONS, from, to);
     const now = new Date();
     return this.db
       .updateTable('environments')
@@ -130,7 +138,7 @@ export class EnvironmentsRepo {
         ...(to === 'stopped' || to === 'error' ? { stopped_at: now } : {}),
       })
       .where('id', '=', id)
-      .where('state', 'in', from)
+      .where('state', 'in', sources)
       .returningAll()
       .executeTakeFirst();
   }

@@ -1,4 +1,4 @@
-import type { Snapshot } from '@orch/protocol';
+import { allowedSources, SNAPSHOT_TRANSITIONS, type Snapshot, type SnapshotState } from '@orch/protocol';
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, SnapshotExportsTable, SnapshotsTable } from './schema.js';
 
@@ -72,20 +72,24 @@ export class SnapshotsRepo {
     return out;
   }
 
-  /** Moves a snapshot to `to` only from one of `from`; returns whether it moved. */
+  /**
+   * Moves a snapshot to `to` only from one of `from`; returns whether it moved. Every `from` -> `to`
+   * must be in `SNAPSHOT_TRANSITIONS` (@orch/protocol); naming another move throws (a bug).
+   */
   async transition(
     id: string,
-    from: readonly string[],
-    to: string,
+    from: readonly SnapshotState[],
+    to: SnapshotState,
     fields: Partial<Pick<SnapshotRow, 'kind' | 'arch' | 'digest' | 'last_error'>> & {
       size_bytes?: number;
     } = {},
   ): Promise<boolean> {
+    const sources = allowedSources(SNAPSHOT_TRANSITIONS, from, to);
     const r = await this.db
       .updateTable('snapshots')
       .set({ state: to, updated_at: new Date(), ...fields })
       .where('id', '=', id)
-      .where('state', 'in', from)
+      .where('state', 'in', sources)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
   }

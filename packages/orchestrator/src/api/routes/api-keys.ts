@@ -1,14 +1,13 @@
-import { ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from '@orch/protocol';
+import { ApiKeyList, agentId, CreateApiKeyRequest, CreatedApiKey, OrchError } from '@orch/protocol';
 import { z } from 'zod';
 import type { ApiKeysRepo } from '../../store/api-keys-repo.js';
-import { ApiError } from '../errors.js';
 import { type AnyRoute, route } from '../route.js';
 
 /** `/v1/api-keys` (master only). Without a key store every method answers `unimplemented`. */
 export function apiKeyRoutes(keys: ApiKeysRepo | undefined): AnyRoute[] {
   const store = (): ApiKeysRepo => {
     if (keys) return keys;
-    throw new ApiError(
+    throw new OrchError(
       'unimplemented',
       'API keys need a database: start orchd with DATABASE_URL (the embedded store keeps no API keys; only the master token is accepted)',
     );
@@ -39,11 +38,11 @@ export function apiKeyRoutes(keys: ApiKeysRepo | undefined): AnyRoute[] {
       access: 'master',
       tag: 'api-keys',
       summary: 'Revoke an API key; every orchd on the database refuses it from the next request',
-      params: z.object({ id: z.string().min(1).max(200) }),
+      params: z.object({ id: agentId() }),
       success: { status: 204, description: 'Revoked' },
       handler: async ({ params }) => {
         if (!(await store().revoke(params.id))) {
-          throw new ApiError('not_found', `API key ${JSON.stringify(params.id)} not found`, {
+          throw new OrchError('not_found', `API key ${JSON.stringify(params.id)} not found`, {
             id: params.id,
           });
         }

@@ -1,4 +1,5 @@
 import {
+  agentId,
   CreateEnvironmentRequest,
   CreateSnapshotBody,
   Environment,
@@ -7,6 +8,7 @@ import {
   EnvironmentListQuery,
   ExecRequest,
   ExecResult,
+  OrchError,
   RestoreSnapshotBody,
   Snapshot,
   SnapshotList,
@@ -16,11 +18,11 @@ import { z } from 'zod';
 import type { EnvironmentService } from '../../environments/environment-service.js';
 import type { SnapshotService } from '../../environments/snapshot-service.js';
 import type { SnapshotsRepo } from '../../store/snapshots-repo.js';
-import { ApiError } from '../errors.js';
 import { type AnyRoute, route } from '../route.js';
 
-const IdParam = z.object({ id: z.string().min(1).max(200) });
-const SnapshotIdParam = z.object({ snapshotId: z.string().min(1).max(200) });
+/** Environment and snapshot ids are {@link AGENT_ID}s; any other is `404 not_found` before any lookup. */
+const IdParam = z.object({ id: agentId() });
+const SnapshotIdParam = z.object({ snapshotId: agentId() });
 
 /** `/v1/environments` and `/v1/snapshots`. */
 export function environmentRoutes(
@@ -41,7 +43,7 @@ export function environmentRoutes(
       handler: async ({ body }) => {
         const seed = body.seed_snapshot_id ? await snapshotsRepo.get(body.seed_snapshot_id) : undefined;
         if (body.seed_snapshot_id && seed?.state !== 'ready') {
-          throw ApiError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
+          throw OrchError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
             field: 'seed_snapshot_id',
           });
         }
@@ -93,6 +95,26 @@ export function environmentRoutes(
       body: ExecRequest,
       success: { status: 200, schema: ExecResult, description: 'Exit code and output (base64)' },
       handler: async ({ params, body }) => ({ status: 200, body: await envs.exec(params.id, body) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/environments/{id}/attach',
+      access: 'master',
+      tag: 'environments',
+      summary:
+        "The guest's serial console over WebSocket (binary frames both ways); without an Upgrade: websocket header, 426",
+      params: IdParam,
+      success: { status: 200, description: 'Never: the console is served only as a WebSocket upgrade' },
+      handler: async ({ params }) => {
+        await envs.get(params.id);
+        throw new OrchError(
+          'invalid_argument',
+          'attach is a WebSocket: send the request with "Connection: Upgrade" and "Upgrade: websocket"',
+          { upgrade: 'websocket' },
+          426,
+          { upgrade: 'websocket' },
+        );
+      },
     }),
     route({
       method: 'POST',

@@ -1,9 +1,10 @@
-import { Host, HostAction, HostList, RegisterHostRequest } from '@orch/protocol';
+import { Host, HostAction, HostList, hostId, RegisterHostRequest } from '@orch/protocol';
 import { z } from 'zod';
 import type { HostService } from '../../hosts/host-service.js';
 import { type AnyRoute, route } from '../route.js';
 
-const IdParam = z.object({ id: z.string().min(1).max(200) });
+/** Host ids are {@link HOST_ID}s; any other `{id}` is `404 not_found` before anything is looked up. */
+const IdParam = z.object({ id: hostId() });
 
 /** `/v1/hosts`: register (master), read (anyone authenticated), cordon/uncordon and delete (master). */
 export function hostRoutes(hosts: HostService): AnyRoute[] {

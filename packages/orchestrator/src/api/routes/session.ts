@@ -1,8 +1,13 @@
-import { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from '@orch/protocol';
+import {
+  LoginRequest,
+  OrchError,
+  SESSION_COOKIE,
+  SESSION_MAX_AGE_SECONDS,
+  SessionState,
+} from '@orch/protocol';
 import { deleteCookie, setCookie } from 'hono/cookie';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { SessionSigner } from '../../auth/session-cookie.js';
-import { ApiError } from '../errors.js';
 import { type AnyRoute, route } from '../route.js';
 
 /**
@@ -33,7 +38,7 @@ export function sessionRoutes(
         if (auth.passThrough) return { status: 200, body: { authenticated: true, auth: authMode } };
         if (!sessions || !auth.isMaster(body.token)) {
           const why = sessions ? 'wrong token' : 'this orchestrator has no master token to log in with';
-          throw new ApiError('unauthorized', why, undefined, 401);
+          throw new OrchError('unauthorized', why, undefined, 401);
         }
         setCookie(c, SESSION_COOKIE, sessions.issue(), {
           httpOnly: true,

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import { AGENT_ID, ID_RULES } from './ids.js';
+
+/**
+ * The text rule of the orchestrator: every string it accepts (JSON fields, record keys, query
+ * filters, path ids, an agent's answers) is well-formed Unicode without U+0000. PostgreSQL stores
+ * neither a NUL nor a lone surrogate (in `text` or `jsonb`), and no field has a use for them, so
+ * they are refused at the edge with `invalid_argument` naming the field, never passed to the store.
+ */
+const NUL = '\u0000';
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Why `s` breaks the text rule, or undefined when it keeps it. */
+export function textProblem(s: string): string | undefined {
+  if (s.includes(NUL)) return 'must not contain U+0000 (NUL)';
+  if (LONE_SURROGATE.test(s)) return 'must be well-formed Unicode (it has a lone surrogate)';
+  return undefined;
+}
+
+/**
+ * `s` made to keep the text rule, for text the orchestrator passes on or stores without having
+ * validated it (an agent's error message): each NUL and lone surrogate becomes U+FFFD.
+ */
+export function cleanText(s: string): string {
+  return s.replace(new RegExp(`\u0000|${LONE_SURROGATE.source}`, 'g'), '\uFFFD');
+}
+
+/**
+ * A string field under the text rule, at most `max` characters (and at least `min`).
+ *
+ * @example
+ * z.strictObject({ label: text(200, 1) }) // refuses "", "a\u0000b", "\ud800" and 201 characters
+ */
+export function text(max: number, min = 0) {
+  let s = z.string().max(max);
+  if (min > 0) s = s.min(min);
+  return s.check((ctx) => {
+    const problem = textProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+  });
+}
+
+/**
+ * Ids chosen by the orchestrator (environments = VM ids, snapshots, API keys) are `AGENT_ID`s
+ * (ids.ts): what the agent accepts for VM and snapshot ids, so no id names a path outside the
+ * agent's data directory. This is the rule in words.
+ */
+export const AGENT_ID_RULE = ID_RULES.agentId;
+
+/** Host ids: what an agent reports, or what the operator chooses at registration. */
+export const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+export const HOST_ID_RULE = '1-63 letters, digits, ".", "_" or "-", starting with a letter or digit';
+
+/** Secret names (as `orch compile` checks them in the definition file). */
+export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+export const SECRET_NAME_RULE =
+  'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128';
+
+/** A field holding an orchestrator-chosen id ({@link AGENT_ID}). */
+export const agentId = () => z.string().regex(AGENT_ID, `must be ${AGENT_ID_RULE}`);
+/** A field holding a host id ({@link HOST_ID}). */
+export const hostId = () => z.string().regex(HOST_ID, `must be ${HOST_ID_RULE}`);
+
+/**
+ * A credential that travels in an HTTP header (`Authorization: Bearer <token>`): visible ASCII
+ * only, since anything else cannot be sent and would fail only at the first dial.
+ */
+export const headerToken = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .regex(/^[\x21-\x7e]+$/, 'must be visible ASCII (it is sent in an HTTP header)');
