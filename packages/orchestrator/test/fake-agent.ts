@@ -21,6 +21,8 @@ export class FakeAgent {
   redirectTo: string | undefined;
   /** When true, `POST /v1/vms` never answers (an agent that hangs mid-create). */
   hangCreate = false;
+  /** When set, `POST /v1/vms` is answered with this status and error envelope. */
+  createFailure: { status: number; body: unknown } | undefined;
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
   supportsLive = true;
   bootMs = 50;
@@ -89,6 +91,7 @@ export class FakeAgent {
     if (parts[1] === 'vms' && parts.length === 2) {
       if (req.method === 'GET') return send(200, { vms: [...this.vms.values()] });
       if (this.hangCreate) return; // never answers
+      if (this.createFailure) return send(this.createFailure.status, this.createFailure.body);
       const create = CreateVmRequest.parse(JSON.parse(body));
       this.created.push(create);
       const vm: AgentVm = {

@@ -3,6 +3,8 @@ import { ERROR_CODES } from '@orch/protocol';
 import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
 import fc from 'fast-check';
 import { afterAll, expect, test } from 'vitest';
+import { FakeAgent } from './fake-agent.js';
+import { badIds, badTextCases, jsonFieldCases, validEnvironment, waitForState } from './input-cases.js';
 import { OrchdProcess } from './orchd-process.js';
 
 /**
@@ -14,16 +16,36 @@ const MAX_BODY = 1 << 20;
 
 // The fully featured configuration (server store: master token and API keys), so every route is live.
 const skip = !TestPostgres.available() && !IN_CI;
+const AGENT_TOKEN = 'fuzz-agent-token';
 let orchd: OrchdProcess;
+let agent: FakeAgent;
+/** A running environment and a ready snapshot of it, so that routes with ids reach their handlers. */
+let envId: string;
+let snapId: string;
 pgTest.beforeAll(async ({ testPostgres }) => {
   orchd = await OrchdProcess.start({
     DATABASE_URL: await testPostgres.createDatabase('fuzz'),
     TOKEN_ENCRYPTION_KEY: 'ef'.repeat(32),
     ORCH_AUTH_TOKEN: MASTER,
   });
+  agent = await FakeAgent.start(AGENT_TOKEN);
+  const as = { token: MASTER };
+  const reg = await orchd.request('POST', '/v1/hosts', {
+    ...as,
+    body: { id: 'fuzz-target', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
+  });
+  expect(reg.status).toBe(201);
+  const created = await orchd.request('POST', '/v1/environments', { ...as, body: validEnvironment() });
+  expect(created.status).toBe(201);
+  envId = (created.body as { id: string }).id;
+  await waitForState(orchd, MASTER, envId, 'running');
+  const snap = await orchd.request('POST', `/v1/environments/${envId}/snapshots`, { ...as, body: {} });
+  expect(snap.status).toBe(201);
+  snapId = (snap.body as { id: string }).id;
 });
 afterAll(async () => {
   await orchd?.stop();
+  await agent?.close();
 });
 
 const segment = fc.oneof(
@@ -225,4 +247,178 @@ test.skipIf(skip)('requests the HTTP parser rejects still get the error envelope
     expect(JSON.parse(bodyText!)).toMatchObject({ error: { code: 'invalid_argument' } });
   }
   expect((await orchd.request('GET', '/v1/hosts', { token: MASTER })).status).toBe(200);
+});
+
+/** Sends one request as the master: a failure line unless the answer is a 4xx envelope (with `status`, if given). */
+async function check(
+  method: string,
+  path: string,
+  body: unknown,
+  status?: number,
+): Promise<string | undefined> {
+  const res = await orchd.request(method, path, { token: MASTER, ...(body === undefined ? {} : { body }) });
+  const e = (res.body as { error?: { code?: string; message?: unknown } } | undefined)?.error;
+  const where = `${method} ${path.slice(0, 120)} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`;
+  if (status !== undefined && res.status !== status) return `${where} (expected ${status})`;
+  if (res.status < 400 || res.status >= 500) return res.status >= 500 ? where : undefined;
+  return ERROR_CODES.includes(e?.code as never) && typeof e?.message === 'string' ? undefined : where;
+}
+
+test.skipIf(skip)('every path parameter: an id outside its pattern is 404 not_found, never 5xx', async () => {
+  const routes: [string, (id: string) => string, unknown][] = [
+    ['GET', (id) => `/v1/hosts/${id}`, undefined],
+    ['DELETE', (id) => `/v1/hosts/${id}`, undefined],
+    ['POST', (id) => `/v1/hosts/${id}?action=cordon`, undefined],
+    ['GET', (id) => `/v1/environments/${id}`, undefined],
+    ['DELETE', (id) => `/v1/environments/${id}`, undefined],
+    ['POST', (id) => `/v1/environments/${id}?action=exec`, { argv: ['true'] }],
+    ['POST', (id) => `/v1/environments/${id}/snapshots`, {}],
+    ['GET', (id) => `/v1/environments/${id}/attach`, undefined],
+    ['GET', (id) => `/v1/snapshots/${id}`, undefined],
+    ['DELETE', (id) => `/v1/snapshots/${id}`, undefined],
+    ['POST', (id) => `/v1/snapshots/${id}/restore`, {}],
+    ['DELETE', (id) => `/v1/api-keys/${id}`, undefined],
+  ];
+  const failures: string[] = [];
+  for (const [method, path, body] of routes) {
+    for (const id of badIds) {
+      // `%2F` in an id makes a path that matches no route at all: route_not_found, also a 404.
+      const failure = await check(method, path(id), body, 404);
+      if (failure) failures.push(failure);
+    }
+  }
+  expect(failures).toEqual([]);
+});
+
+test.skipIf(skip)('every list filter: NUL and malformed values are 400 invalid_argument', async () => {
+  const failures: string[] = [];
+  const filters = [
+    '/v1/environments?task_id=',
+    '/v1/environments?host_id=',
+    '/v1/snapshots?vm_id=',
+    '/v1/snapshots?task_id=',
+  ];
+  for (const f of filters) {
+    for (const v of ['%00', 'a%00b', encodeURIComponent('\u0000'), 'x'.repeat(300)]) {
+      const failure = await check('GET', `${f}${v}`, undefined, 400);
+      if (failure) failures.push(failure);
+    }
+    // Undecodable percent-encodings decode leniently; whatever they become, never a 5xx.
+    for (const v of ['%ff', '%c3%28', '%', '%zz']) {
+      const failure = await check('GET', `${f}${v}`, undefined);
+      if (failure) failures.push(failure);
+    }
+  }
+  expect(failures).toEqual([]);
+});
+
+test.skipIf(skip)(
+  'every JSON string field and record key: NUL or a lone surrogate is 400 invalid_argument naming it',
+  async () => {
+    const failures: string[] = [];
+    const cases = jsonFieldCases({
+      envId,
+      snapId,
+      agentUrl: agent.url,
+      agentToken: AGENT_TOKEN,
+      environment: validEnvironment(),
+    });
+    expect(cases.length).toBeGreaterThan(30);
+    for (const c of cases) {
+      for (const bad of badTextCases) {
+        const res = await orchd.request(c.method, c.path, { token: MASTER, body: c.with(bad) });
+        const e = (res.body as { error?: { code?: string; message?: string } }).error;
+        if (res.status !== 400 || e?.code !== 'invalid_argument' || !e.message?.startsWith(c.field))
+          failures.push(
+            `${c.method} ${c.path} ${c.field}=${JSON.stringify(bad)} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`,
+          );
+      }
+    }
+    expect(failures).toEqual([]);
+  },
+);
+
+test.skipIf(skip)('invalid UTF-8 in a JSON body is never a 5xx (it decodes to U+FFFD)', async () => {
+  for (const path of ['/v1/api-keys', '/v1/environments', '/login', `/v1/environments/${envId}/snapshots`]) {
+    const raw = Buffer.concat([
+      Buffer.from('{"label":"a'),
+      Buffer.from([0xff, 0xc3, 0x28, 0xed, 0xa0, 0x80]),
+      Buffer.from('"}'),
+    ]);
+    const res = await fetch(`${orchd.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${MASTER}`, 'content-type': 'application/json' },
+      body: raw,
+    });
+    expect(res.status, path).toBeLessThan(500);
+  }
+});
+
+test.skipIf(skip)(
+  'secret names like constructor or __proto__ are looked up as own properties only',
+  async () => {
+    for (const name of [
+      'constructor',
+      'toString',
+      'hasOwnProperty',
+      'valueOf',
+      '__proto__',
+      '__defineGetter__',
+    ]) {
+      const res = await orchd.request('POST', '/v1/environments', {
+        token: MASTER,
+        body: validEnvironment(name, {}),
+      });
+      expect(res.status, name).toBe(400);
+      expect((res.body as { error: { message: string } }).error.message).toContain(
+        `secrets missing for the manifest's secret references: ${name}`,
+      );
+    }
+    // Given as an own property, such a name is a secret like any other.
+    const ok = await orchd.request('POST', '/v1/environments', {
+      token: MASTER,
+      body: validEnvironment('constructor', { constructor: 'v' }),
+    });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    expect((ok.body as { secret_names: string[] }).secret_names).toEqual(['constructor']);
+    await orchd.request('DELETE', `/v1/environments/${(ok.body as { id: string }).id}`, { token: MASTER });
+  },
+);
+
+test.skipIf(skip)('huge arrays and records get a small error: the first 20 issues and a count', async () => {
+  const env = validEnvironment();
+  const bodies: [string, string, unknown][] = [
+    ['POST', '/v1/environments', { ...env, required_secrets: Array(500_000).fill(1) }],
+    ['POST', '/v1/environments', { ...env, required_secrets: Array(1000).fill(1) }],
+    ['POST', '/v1/environments', { ...env, expose: Array(20_000).fill({ port: 0, as: 'x' }) }],
+    [
+      'POST',
+      '/v1/environments',
+      { ...env, secrets: Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`s${i}`, i])) },
+    ],
+    ['POST', `/v1/environments/${envId}?action=exec`, { argv: Array(100_000).fill(0) }],
+    [
+      'POST',
+      '/v1/hosts',
+      {
+        kind: 'microvm',
+        agent_url: agent.url,
+        labels: Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`l${i}`, i])),
+      },
+    ],
+  ];
+  for (const [method, path, body] of bodies) {
+    const res = await fetch(`${orchd.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${MASTER}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    expect(res.status, path).toBe(400);
+    expect(text.length, path).toBeLessThan(8192);
+    const details = (JSON.parse(text) as { error: { details: { issues: unknown[]; issue_count: number } } })
+      .error.details;
+    expect(details.issues.length).toBeLessThanOrEqual(20);
+    expect(details.issue_count).toBeGreaterThanOrEqual(details.issues.length);
+  }
 });

@@ -1,3 +1,4 @@
+import { HOST_ID } from '@orch/protocol';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
 
@@ -52,6 +53,7 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'POST /v1/environments',
       'GET /v1/environments',
       'GET /v1/environments/{id}',
+      'GET /v1/environments/{id}/attach',
       'DELETE /v1/environments/{id}',
       'POST /v1/environments/{id}',
       'POST /v1/environments/{id}/snapshots',
@@ -61,6 +63,10 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'POST /v1/snapshots/{snapshotId}/restore',
     ].sort(),
   );
+  // Path ids are documented with the pattern the server checks.
+  const hostParam = (doc.paths['/v1/hosts/{id}']!.get as unknown as { parameters: { schema: object }[] })
+    .parameters[0]!;
+  expect(hostParam.schema).toMatchObject({ type: 'string', pattern: HOST_ID.source });
   const register = doc.paths['/v1/hosts']!.post!;
   expect(register['x-access']).toBe('master');
   const ref = (register.requestBody!.content['application/json']!.schema as unknown as { $ref: string }).$ref;

@@ -37,15 +37,7 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
   const errorContent = json(ErrorBody, 'output');
   const paths: Record<string, Record<string, object>> = {};
   for (const r of routes) {
-    const parameters = [
-      ...pathParams(r.params).map((name) => ({
-        name,
-        in: 'path',
-        required: true,
-        schema: { type: 'string' },
-      })),
-      ...queryParams(r.query, schemas),
-    ];
+    const parameters = [...pathParams(r.params, schemas), ...queryParams(r.query, schemas)];
     paths[r.path] ??= {};
     paths[r.path]![r.method.toLowerCase()] = {
       summary: r.summary,
@@ -82,8 +74,15 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
   };
 }
 
-function pathParams(schema: z.ZodType | undefined): string[] {
-  return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
+/** Path parameters with their schemas (the id patterns the server checks, a 404 when not met). */
+function pathParams(schema: z.ZodType | undefined, schemas: SchemaConverter): object[] {
+  if (!(schema instanceof z.ZodObject)) return [];
+  return Object.entries(schema.shape as Record<string, z.ZodType>).map(([name, s]) => ({
+    name,
+    in: 'path',
+    required: true,
+    schema: schemas.convert(s, 'input'),
+  }));
 }
 
 function queryParams(schema: z.ZodType | undefined, schemas: SchemaConverter): object[] {
