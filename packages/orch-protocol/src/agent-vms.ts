@@ -17,27 +17,9 @@ import { agentId, text } from './text.js';
  *   DELETE /v1/snapshots/{snapshot_id}      -> 204 | 404
  *   GET    /v1/snapshots/{snapshot_id}/data -> 200 application/octet-stream (the artifact, for exports)
  *
- * VM lifecycle on the agent:
- *
- *   creating --guest ready--> running --DELETE / max runtime--> stopping --> stopped
- *       |                        |
- *       +--boot failed--> error  +--QEMU died--> error
- */
-export const AGENT_VM_PATHS = {
-  vms: '/v1/vms',
-  vm: (id: string) => `/v1/vms/${encodeURIComponent(id)}`,
-  exec: (id: string) => `/v1/vms/${encodeURIComponent(id)}/exec`,
-  console: (id: string) => `/v1/vms/${encodeURIComponent(id)}/console`,
-  log: (id: string) => `/v1/vms/${encodeURIComponent(id)}/log`,
-  snapshots: (id: string) => `/v1/vms/${encodeURIComponent(id)}/snapshots`,
-  snapshot: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}`,
-  snapshotData: (snapshotId: string) => `/v1/snapshots/${encodeURIComponent(snapshotId)}/data`,
-} as const;
-
-/**
- * The agent's routes, with their path parameters: the agent registers these, and validates every
- * `{id}`/`{snapshot_id}` against `AGENT_ID` (ids.ts) before it touches anything (an id outside the
- * pattern is `404 not_found`).
+ * The agent registers these routes and checks every `{id}`/`{snapshot_id}` against
+ * `AGENT_ID` (ids.ts) before it touches anything (an id outside the pattern is `404 not_found`). The
+ * VM lifecycle is `AGENT_VM_TRANSITIONS` (transitions.ts).
  */
 export const AGENT_ROUTES = {
   vm: '/v1/vms/{id}',
@@ -47,6 +29,21 @@ export const AGENT_ROUTES = {
   snapshots: '/v1/vms/{id}/snapshots',
   snapshot: '/v1/snapshots/{snapshot_id}',
   snapshotData: '/v1/snapshots/{snapshot_id}/data',
+} as const;
+
+/** `route` with its one `{param}` filled in (percent-encoded). */
+const fill = (route: string, value: string) => route.replace(/\{\w+\}/, encodeURIComponent(value));
+
+/** The agent's paths for one VM or snapshot, built from {@link AGENT_ROUTES} (what orchd dials). */
+export const AGENT_VM_PATHS = {
+  vms: '/v1/vms',
+  vm: (id: string) => fill(AGENT_ROUTES.vm, id),
+  exec: (id: string) => fill(AGENT_ROUTES.exec, id),
+  console: (id: string) => fill(AGENT_ROUTES.console, id),
+  log: (id: string) => fill(AGENT_ROUTES.log, id),
+  snapshots: (id: string) => fill(AGENT_ROUTES.snapshots, id),
+  snapshot: (snapshotId: string) => fill(AGENT_ROUTES.snapshot, snapshotId),
+  snapshotData: (snapshotId: string) => fill(AGENT_ROUTES.snapshotData, snapshotId),
 } as const;
 
 export const VmSpec = z
