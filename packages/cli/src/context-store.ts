@@ -51,7 +51,8 @@ export class ContextStore {
   async current(): Promise<{ name: string; context: Context }> {
     const file = await this.read();
     const name = file.current;
-    const context = name === undefined ? undefined : file.contexts[name];
+    const context =
+      name !== undefined && Object.hasOwn(file.contexts, name) ? file.contexts[name] : undefined;
     if (name === undefined || !context) {
       throw new CliError('orch: no orchestrator context: run `orch connect <url> --token <token>` first');
     }

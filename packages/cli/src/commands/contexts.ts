@@ -45,7 +45,8 @@ export async function connect(
   const name = opts.name ?? url.host;
   const store = new ContextStore(contextsFile());
   const file = await store.read();
-  file.contexts[name] = context;
+  // An own property even for a name like `__proto__` (a context name is the user's).
+  file.contexts = Object.fromEntries([...Object.entries(file.contexts), [name, context]]);
   file.current = name;
   await store.write(file);
   if (output === 'json') return `${JSON.stringify({ name, url: context.url, master: context.master })}\n`;
@@ -73,7 +74,7 @@ export async function listContexts(output: OutputMode): Promise<string> {
 export async function useContext(name: string): Promise<string> {
   const store = new ContextStore(contextsFile());
   const file = await store.read();
-  if (!file.contexts[name]) {
+  if (!Object.hasOwn(file.contexts, name)) {
     const known = Object.keys(file.contexts);
     throw new UsageError(
       `no context named ${JSON.stringify(name)}${known.length ? `; known: ${known.join(', ')}` : ''}`,

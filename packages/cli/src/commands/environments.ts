@@ -8,8 +8,11 @@ import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
 
 const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
 
-/** Reads `NAME=VALUE` lines (blank lines and `#` comments ignored) from a secrets file. */
-async function readSecretsFile(path: string): Promise<Record<string, string>> {
+/**
+ * Reads `NAME=VALUE` lines (blank lines and `#` comments ignored) from a secrets file. Names are
+ * the user's, so they are kept in a Map (a name like `__proto__` is a name, not a prototype).
+ */
+async function readSecretsFile(path: string): Promise<Map<string, string>> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -18,24 +21,24 @@ async function readSecretsFile(path: string): Promise<Record<string, string>> {
       `orch: cannot read secrets file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
     );
   }
-  const out: Record<string, string> = {};
+  const out = new Map<string, string>();
   text.split('\n').forEach((line, i) => {
     const t = line.trim();
     if (t === '' || t.startsWith('#')) return;
     const eq = t.indexOf('=');
     if (eq <= 0) throw new CliError(`orch: ${path}:${i + 1}: expected NAME=VALUE`);
-    out[t.slice(0, eq).trim()] = t.slice(eq + 1);
+    out.set(t.slice(0, eq).trim(), t.slice(eq + 1));
   });
   return out;
 }
 
-function parseSecretFlags(list: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
+function parseSecretFlags(list: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
   for (const item of list) {
     const eq = item.indexOf('=');
     if (eq <= 0)
       throw new UsageError(`--secret ${JSON.stringify(item.split('=')[0])} must look like NAME=VALUE`);
-    out[item.slice(0, eq)] = item.slice(eq + 1);
+    out.set(item.slice(0, eq), item.slice(eq + 1));
   }
   return out;
 }
@@ -52,25 +55,25 @@ export async function up(
   cwd: string,
 ): Promise<string> {
   const compiled = await compileFile(positional, flags, cwd);
-  const given = {
-    ...(flags.secretsFile ? await readSecretsFile(flags.secretsFile) : {}),
+  const given = new Map([
+    ...(flags.secretsFile ? await readSecretsFile(flags.secretsFile) : []),
     ...parseSecretFlags(flags.secret ?? []),
-  };
+  ]);
   const required = compiled.request.required_secrets;
-  const missing = required.filter((name) => !(name in given));
+  const missing = required.filter((name) => !given.has(name));
   if (missing.length > 0) {
     throw new CliError(
       `orch: missing secrets: ${missing.join(', ')}: pass --secret NAME=VALUE or --secrets-file FILE (nothing was sent)`,
     );
   }
-  for (const extra of Object.keys(given).filter((n) => !required.includes(n))) {
+  for (const extra of [...given.keys()].filter((n) => !required.includes(n))) {
     process.stderr.write(`orch: ignoring secret ${extra}: the definition does not reference it\n`);
   }
   const { required_secrets: _names, ...body } = compiled.request;
   const api = await client();
   const env = await api.call<Environment>('POST', '/v1/environments', {
     ...body,
-    secrets: Object.fromEntries(required.map((n) => [n, given[n]!])),
+    secrets: Object.fromEntries(required.map((n) => [n, given.get(n)!])),
   });
   return follow(api, env, flags.detach ?? false, output);
 }

@@ -35,12 +35,13 @@ export async function registerHost(
 ): Promise<string> {
   const checked = checkAgentUrl(opts.url);
   if (!checked.ok) throw new UsageError(checked.reason);
-  const labels: Record<string, string> = {};
-  for (const l of opts.label ?? []) {
+  const pairs = (opts.label ?? []).map((l) => {
     const [k, ...v] = l.split('=');
     if (!k || v.length === 0) throw new UsageError(`--label ${JSON.stringify(l)} must look like key=value`);
-    labels[k] = v.join('=');
-  }
+    return [k, v.join('=')] as const;
+  });
+  // fromEntries defines own properties: a label named `__proto__` is a label.
+  const labels: Record<string, string> = Object.fromEntries(pairs);
   const host = await (await client()).call<Host>('POST', '/v1/hosts', {
     kind: opts.kind,
     agent_url: checked.url,

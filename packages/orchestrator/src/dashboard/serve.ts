@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { SESSION_COOKIE } from '@orch/protocol';
+import { OrchError, SESSION_COOKIE } from '@orch/protocol';
 import type { Hono } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { Authenticator } from '../auth/authenticator.js';
@@ -68,8 +68,8 @@ export function mountDashboard(app: Hono, auth: Authenticator, apiKeys: boolean,
   app.get('/assets/:file', (c) => {
     const name = c.req.param('file');
     const body = files.get(name);
-    const type = ASSETS[name];
-    if (!body || !type) return c.json({ error: { code: 'not_found', message: `no asset ${name}` } }, 404);
+    const type = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
+    if (!body || !type) throw OrchError.notFound('asset', name.slice(0, 100));
     return new Response(new Uint8Array(body), {
       headers: { 'content-type': type, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' },
     });
