@@ -1,14 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
+import { afterAll, describe, expect, test } from 'vitest';
 import { WebSocket } from 'ws';
 import { FakeAgent } from './fake-agent.js';
 import { validEnvironment, waitForState } from './input-cases.js';
 import { OrchdProcess } from './orchd-process.js';
-import { PgServer } from './pg-server.js';
-
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
 
 /**
  * What orchd does with what agents answer, and the contract edges around it: a slow-drip agent, an
@@ -18,18 +15,15 @@ if (!PgServer.available() && process.env.CI === 'true')
  */
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
 const TOKEN = `agent-${randomBytes(8).toString('hex')}`;
-const skip = !PgServer.available();
+const skip = !TestPostgres.available() && !IN_CI;
 const as = { token: MASTER };
-let pg: PgServer;
 let orchd: OrchdProcess;
 const agents: FakeAgent[] = [];
 const servers: Server[] = [];
 
-beforeAll(async () => {
-  if (skip) return;
-  pg = await PgServer.create();
+pgTest.beforeAll(async ({ testPostgres }) => {
   orchd = await OrchdProcess.start({
-    DATABASE_URL: pg.createDatabase('agent_answers'),
+    DATABASE_URL: await testPostgres.createDatabase('agent_answers'),
     TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     ORCH_AUTH_TOKEN: MASTER,
     ORCH_HOST_HEALTH_INTERVAL: '1',
@@ -39,7 +33,6 @@ afterAll(async () => {
   await orchd?.stop();
   await Promise.all(agents.map((a) => a.close()));
   for (const s of servers) s.close();
-  await pg?.destroy();
 });
 
 async function agent(info = {}): Promise<FakeAgent> {

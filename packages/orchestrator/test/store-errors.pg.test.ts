@@ -1,29 +1,22 @@
+import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import { toOrchError } from '../src/api/errors.js';
-import { PgServer } from './pg-server.js';
-
-if (!PgServer.available() && process.env.CI === 'true')
-  throw new Error('PostgreSQL is required for this suite under CI');
 
 /**
  * The store errors a request's values can cause, produced by a real PostgreSQL, each mapped by
  * orchd's one error mapper to a 4xx with a fixed message: never `internal`, never the database's
  * own text (which quotes values and schema).
  */
-const skip = !PgServer.available();
-let server: PgServer;
+const skip = !TestPostgres.available() && !IN_CI;
 let client: pg.Client;
-beforeAll(async () => {
-  if (skip) return;
-  server = await PgServer.create();
-  client = new pg.Client({ connectionString: server.createDatabase('store_errors') });
+pgTest.beforeAll(async ({ testPostgres }) => {
+  client = new pg.Client({ connectionString: await testPostgres.createDatabase('store_errors') });
   await client.connect();
   await client.query('create table t (id text primary key, doc jsonb, n int)');
 });
 afterAll(async () => {
   await client?.end();
-  await server?.destroy();
 });
 
 const refusal = (sql: string, params: unknown[]) =>
