@@ -229,7 +229,7 @@ export class VmManager {
     });
     if (vm.intentionalStop) return;
     const started = new Date();
-    vm.record.state = 'running';
+    vm.moveTo('running');
     vm.record.started_at = started.toISOString();
     const maxMs = vm.record.spec.max_runtime_seconds * 1000;
     vm.record.expires_at = new Date(started.getTime() + maxMs).toISOString();
@@ -259,12 +259,13 @@ export class VmManager {
     if (vm.timer) clearTimeout(vm.timer);
     await endQemu(vm);
     this.deps.ports.release(vm.record.ports.map((p) => p.host_port));
-    vm.record = { ...vm.record, state, error, pid: null };
+    vm.moveTo(state);
+    vm.record = { ...vm.record, error, pid: null };
     if (this.vms.get(vm.record.id) === vm) await this.save(vm).catch(() => undefined);
   }
 
   private async stop(vm: Vm, reason: string): Promise<void> {
-    vm.record.state = 'stopping';
+    vm.moveTo('stopping');
     await this.save(vm);
     const run = vm.busy.then(() => this.halt(vm, 'stopped', reason));
     vm.busy = run.catch(() => undefined);

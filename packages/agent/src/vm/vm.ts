@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
-import type { AgentVm } from '@orch/protocol';
+import { AGENT_VM_TRANSITIONS, type AgentVm, type AgentVmState, canTransition } from '@orch/protocol';
 import type { GuestChannel } from './guest-channel.js';
 import type { Qmp } from './qmp.js';
 
@@ -20,9 +20,7 @@ const ANSI_ESCAPE = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*[a-zA-Z]`, '
  * One VM: its QEMU child (started under `setpriv --pdeathsig KILL`, so it never outlives the agent),
  * QMP, the guest channel and the serial console.
  *
- *   creating --guest agent answers--> running --DELETE--> (removed)
- *      |                                 |--max runtime--> stopping --> stopped --DELETE--> (removed)
- *      +--boot failed / QEMU died--> error      +--QEMU died--> error --DELETE--> (removed)
+ * Its record moves only as `AGENT_VM_TRANSITIONS` in `@orch/protocol` draws it ({@link Vm.moveTo}).
  */
 export class Vm {
   proc: ChildProcess | undefined;
@@ -42,6 +40,19 @@ export class Vm {
     public record: VmRecord,
     readonly dir: string,
   ) {}
+
+  /**
+   * Moves the record to `to` if `AGENT_VM_TRANSITIONS` allows it from the current state (staying in
+   * a state is no move). A move the table does not draw is a bug in the agent, so it throws.
+   */
+  moveTo(to: AgentVmState): void {
+    const from = this.record.state;
+    if (from === to) return;
+    if (!canTransition(AGENT_VM_TRANSITIONS, from, to)) {
+      throw new Error(`VM ${this.record.id}: illegal state transition ${from} -> ${to}`);
+    }
+    this.record.state = to;
+  }
 
   get alive(): boolean {
     return !!this.proc && this.proc.exitCode === null && this.proc.signalCode === null;
