@@ -1,0 +1,60 @@
+/**
+ * `@support/server/testing`: helpers for the servers' tests (not used by the programs).
+ */
+import { connect } from 'node:net';
+
+/** A raw HTTP answer: status line parsed, headers lower-cased, the body as text. */
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** The whole answer as received (empty when the server closed without answering). */
+  raw: string;
+}
+
+/**
+ * Sends `request` verbatim over a fresh TCP connection and reads until the server closes it, for
+ * requests no HTTP client would send (`Host: a b`, no Host, `OPTIONS *`, a broken request line).
+ * @example
+ * const a = await rawHttp(port, 'GET / HTTP/1.1\r\nHost: a b\r\n\r\n');
+ * expect(a.status).toBe(400);
+ */
+export function rawHttp(port: number, request: string | Buffer, host = '127.0.0.1'): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, host);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      // A server that answers and then resets the connection still answered.
+      if (err.code === 'ECONNRESET' && chunks.length > 0) return;
+      reject(err);
+    });
+    socket.on('close', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const split = raw.indexOf('\r\n\r\n');
+      const head = split === -1 ? raw : raw.slice(0, split);
+      const [statusLine = '', ...lines] = head.split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const l of lines) {
+        const i = l.indexOf(':');
+        if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+      }
+      resolve({
+        status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0),
+        headers,
+        body: split === -1 ? '' : raw.slice(split + 4),
+        raw,
+      });
+    });
+    socket.write(request);
+  });
+}
+
+/** The requests Node's parser or the server refuses, that every server must answer in its envelope. */
+export const MALFORMED_REQUESTS: Readonly<Record<string, string>> = {
+  'Host: a b': 'GET /health HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n',
+  'no Host': 'GET /health HTTP/1.1\r\nConnection: close\r\n\r\n',
+  'OPTIONS *': 'OPTIONS * HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+  'bad request line': 'GET\r\n\r\n',
+  'bad header': 'GET /health HTTP/1.1\r\nHost: localhost\r\nBad Header: x\r\n\r\n',
+};
