@@ -31,6 +31,7 @@ export {
 export { Periodic, type PeriodicOptions } from './periodic.js';
 export { createProgram } from './program.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
-export { runServices, type Service } from './service.js';
+export { millisecondsSchema, onOffSchema, portSchema, secondsSchema } from './schemas.js';
+export { runServices, type Service, untilAborted } from './service.js';
 export { type Sleep, sleep } from './sleep.js';
 export { type LongTimer, MAX_TIMER_MS, setLongTimeout } from './timers.js';

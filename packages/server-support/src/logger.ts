@@ -15,8 +15,8 @@ export const logLevelSchema = z.enum(LOG_LEVELS).default('info');
  * when the process exits). All four servers log there, so stdout stays for what a command prints
  * for people and scripts (the `listening on` line, a minted token, setup progress).
  * @example
- * const log = createLogger({ level: config.logLevel, base: { service: 'orchd' } });
+ * const log = createLogger(config.logLevel, { service: 'orchd' });
  */
-export function createLogger(options: { level: string; base?: Record<string, unknown> }): Logger {
-  return pino({ level: options.level, base: options.base ?? {} }, pino.destination({ dest: 2, sync: true }));
+export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
+  return pino({ level, base }, pino.destination({ dest: 2, sync: true }));
 }

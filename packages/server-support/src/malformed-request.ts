@@ -108,7 +108,11 @@ export function clientErrorHandler(envelope: ErrorEnvelope): (err: Error, socket
     }
     const status = clientErrorStatus(e.code);
     const detail = typeof e.reason === 'string' && e.reason !== '' ? ` (${e.reason})` : '';
-    answerOnSocket(socket, status, envelope(`malformed HTTP request: ${e.code ?? 'parse error'}${detail}`, status));
+    answerOnSocket(
+      socket,
+      status,
+      envelope(`malformed HTTP request: ${e.code ?? 'parse error'}${detail}`, status),
+    );
   };
 }
 

@@ -40,7 +40,10 @@ export interface OptionSources<D extends OptionDeclarations> {
 }
 
 /** Reports a problem involving some options (cross-checks), named the way users see them. */
-export type ReportProblem<D extends OptionDeclarations> = (keys: keyof D | (keyof D)[], message: string) => void;
+export type ReportProblem<D extends OptionDeclarations> = (
+  keys: keyof D | (keyof D)[],
+  message: string,
+) => void;
 
 /**
  * The one configuration error of every program: every problem found, one sentence each. The

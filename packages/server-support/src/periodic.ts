@@ -1,6 +1,6 @@
 import type { Logger } from './logger.js';
 import type { Service } from './service.js';
-import { type Sleep, sleep as realSleep } from './sleep.js';
+import { sleep as realSleep, type Sleep } from './sleep.js';
 
 /** What {@link Periodic} needs. */
 export interface PeriodicOptions {

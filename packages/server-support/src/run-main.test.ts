@@ -13,9 +13,9 @@ describe('runMain', () => {
   test('exit codes: 0 done, 2 configuration, 1 failure', async () => {
     const h = harness();
     expect(await runMain('p', async () => undefined, h.options)).toBe(0);
-    expect(await runMain('p', async () => Promise.reject(new ConfigError(['A: bad', 'B: worse'])), h.options)).toBe(
-      2,
-    );
+    expect(
+      await runMain('p', async () => Promise.reject(new ConfigError(['A: bad', 'B: worse'])), h.options),
+    ).toBe(2);
     expect(h.out.join('')).toBe('p: invalid configuration:\n  - A: bad\n  - B: worse\n');
     expect(await runMain('p', async () => Promise.reject(new Error('port in use')), h.options)).toBe(1);
     expect(h.out.at(-1)).toBe('p: port in use\n');

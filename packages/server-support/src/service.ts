@@ -41,3 +41,11 @@ export async function runServices(signal: AbortSignal, services: readonly Servic
     signal.removeEventListener('abort', onAbort);
   }
 }
+
+/** Resolves once `signal` aborts (at once if it already has): the wait of a server's `run()`. */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}

@@ -13,8 +13,9 @@ export interface RawAnswer {
 }
 
 /**
- * Sends `request` verbatim over a fresh TCP connection and reads until the server closes it, for
- * requests no HTTP client would send (`Host: a b`, no Host, `OPTIONS *`, a broken request line).
+ * Sends `request` verbatim over a fresh TCP connection and reads the answer (until its
+ * `content-length` is complete, or until the server closes the connection), for requests no HTTP
+ * client would send (`Host: a b`, no Host, `OPTIONS *`, a broken request line).
  * @example
  * const a = await rawHttp(port, 'GET / HTTP/1.1\r\nHost: a b\r\n\r\n');
  * expect(a.status).toBe(400);
@@ -23,13 +24,27 @@ export function rawHttp(port: number, request: string | Buffer, host = '127.0.0.
   return new Promise((resolve, reject) => {
     const socket = connect(port, host);
     const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
+    let settled = false;
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      const sofar = Buffer.concat(chunks);
+      const split = sofar.indexOf('\r\n\r\n');
+      if (split === -1) return;
+      const length = /\r\ncontent-length: *(\d+)/i.exec(sofar.subarray(0, split).toString('latin1'))?.[1];
+      if (length !== undefined && sofar.length >= split + 4 + Number(length)) {
+        finish();
+        socket.destroy();
+      }
+    });
     socket.on('error', (err: NodeJS.ErrnoException) => {
       // A server that answers and then resets the connection still answered.
       if (err.code === 'ECONNRESET' && chunks.length > 0) return;
-      reject(err);
+      if (!settled) reject(err);
     });
-    socket.on('close', () => {
+    socket.on('close', finish);
+    function finish() {
+      if (settled) return;
+      settled = true;
       const raw = Buffer.concat(chunks).toString('utf8');
       const split = raw.indexOf('\r\n\r\n');
       const head = split === -1 ? raw : raw.slice(0, split);
@@ -45,7 +60,7 @@ export function rawHttp(port: number, request: string | Buffer, host = '127.0.0.
         body: split === -1 ? '' : raw.slice(split + 4),
         raw,
       });
-    });
+    }
     socket.write(request);
   });
 }

@@ -31,9 +31,12 @@ export function setLongTimeout(fn: () => void, ms: number, now: () => number = D
     const left = deadline - now();
     if (left === Number.POSITIVE_INFINITY) return;
     if (left <= MAX_TIMER_MS) {
-      handle = setTimeout(() => {
-        if (!cleared) fn();
-      }, Math.max(0, left));
+      handle = setTimeout(
+        () => {
+          if (!cleared) fn();
+        },
+        Math.max(0, left),
+      );
     } else {
       handle = setTimeout(arm, MAX_TIMER_MS);
     }
