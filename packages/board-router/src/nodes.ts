@@ -60,10 +60,11 @@ export class NodePool {
     }).run(this.life.signal);
   }
 
-  /** Stops probing and closes the connections to the nodes. */
-  stop(): void {
+  /** Stops probing and closes the connections to the nodes; resolves once the probe loop has ended. */
+  async stop(): Promise<void> {
     this.life.abort();
     this.agent.destroy();
+    await this.probing;
   }
 
   /** The up nodes, starting at a rotating offset (round robin), without those in `exclude`. */

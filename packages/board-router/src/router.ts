@@ -188,7 +188,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   try {
     port = await listen(server, config.port, config.host);
   } catch (err) {
-    pool.stop();
+    await pool.stop();
     throw err;
   }
   const url = `http://${config.host}:${port}`;
@@ -198,7 +198,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     metrics,
     pool,
     async stop() {
-      pool.stop();
+      await pool.stop();
       await closeServer(server);
     },
   };
@@ -259,7 +259,10 @@ function refuseBody(req: IncomingMessage, res: ServerResponse): void {
     ended = true;
     res.end();
   };
-  if (req.readableEnded) return finish();
+  if (req.readableEnded) {
+    finish();
+    return;
+  }
   let dropped = 0;
   req.on('data', (c: Buffer) => {
     dropped += c.length;
