@@ -79,7 +79,8 @@ export function optionLabel(d: OptionDeclaration): string {
 
 /**
  * Reads every option (flags over environment over defaults), validates each with its schema,
- * runs the cross-checks, and throws one {@link ConfigError} listing every problem found.
+ * runs the cross-checks (given the values that passed, and the raw text of all), and throws one
+ * {@link ConfigError} listing every problem found.
  * An empty environment variable counts as unset.
  * @example
  * const config = loadOptions(OPTIONS, { flags, env: process.env }, (v, problem) => {
@@ -89,21 +90,31 @@ export function optionLabel(d: OptionDeclaration): string {
 export function loadOptions<D extends OptionDeclarations>(
   declarations: D,
   sources: OptionSources<D>,
-  check?: (values: Partial<OptionValues<D>>, problem: ReportProblem<D>) => void,
+  check?: (
+    values: Partial<OptionValues<D>>,
+    problem: ReportProblem<D>,
+    raw: { readonly [K in keyof D]: string | undefined },
+  ) => void,
 ): OptionValues<D> {
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
+  const raws: Record<string, string | undefined> = {};
   for (const [key, d] of Object.entries(declarations)) {
     const raw = rawValue(d, sources.flags?.[key as keyof D], sources.env);
+    raws[key] = raw;
     const parsed = d.schema.safeParse(raw);
     if (parsed.success) values[key] = parsed.data;
     else for (const issue of parsed.error.issues) problems.push(`${optionLabel(d)}: ${issue.message}`);
   }
-  check?.(values as Partial<OptionValues<D>>, (keys, message) => {
-    const list = (Array.isArray(keys) ? keys : [keys]) as string[];
-    const names = list.map((k) => declarations[k]).filter((d): d is OptionDeclaration => d !== undefined);
-    problems.push(names.length > 0 ? `${names.map(optionLabel).join(', ')}: ${message}` : message);
-  });
+  check?.(
+    values as Partial<OptionValues<D>>,
+    (keys, message) => {
+      const list = (Array.isArray(keys) ? keys : [keys]) as string[];
+      const names = list.map((k) => declarations[k]).filter((d): d is OptionDeclaration => d !== undefined);
+      problems.push(names.length > 0 ? `${names.map(optionLabel).join(', ')}: ${message}` : message);
+    },
+    raws as { [K in keyof D]: string | undefined },
+  );
   if (problems.length > 0) throw new ConfigError(problems);
   return values as OptionValues<D>;
 }
