@@ -1,5 +1,12 @@
 import { type ColumnDef, VERBS, type Verb } from '@board/protocol';
-import { addOptions, ConfigError, createProgram, flagValues, runMain } from '@support/server';
+import {
+  addOptions,
+  ConfigError,
+  createProgram,
+  flagValues,
+  refuseUnknownCommand,
+  runMain,
+} from '@support/server';
 import type { Command } from 'commander';
 import { mintToken, parseTtl } from './auth/tokens.js';
 import { boardAdmin } from './boards/board-admin.js';
@@ -54,7 +61,8 @@ function program(signal: AbortSignal): Command {
     'board-node',
     'The board data service node: POST /rpc/<procedure>, GET /watch, GET /health',
   );
-  withConfigOptions(program).action(async (_opts, cmd: Command) => {
+  withConfigOptions(program.allowExcessArguments()).action(async (_opts, cmd: Command) => {
+    refuseUnknownCommand(cmd);
     const config = loadConfig(rawOptions(cmd));
     const node = await startBoardNode(config, { signal });
     process.stdout.write(`board-node ${config.nodeId} listening on ${node.url} (${node.store.kind} store)\n`);

@@ -29,7 +29,7 @@ export {
   type ReportProblem,
 } from './options.js';
 export { Periodic, type PeriodicOptions } from './periodic.js';
-export { createProgram } from './program.js';
+export { createProgram, refuseUnknownCommand } from './program.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
 export { millisecondsSchema, onOffSchema, portSchema, secondsSchema } from './schemas.js';
 export { runServices, type Service, untilAborted } from './service.js';

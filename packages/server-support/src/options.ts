@@ -162,10 +162,12 @@ export function addOptions<D extends OptionDeclarations>(cmd: Command, declarati
     names.set(key, option.attributeName());
     cmd.addOption(option);
   }
-  if (envOnly.length > 0) {
-    cmd.addHelpText('after', `\nSettings read from the environment only:\n${envOnly.join('\n')}\n`);
-  }
-  cmd.addHelpText('after', '\nFlags win over environment variables; an empty variable counts as unset.\n');
+  const envHelp =
+    envOnly.length > 0 ? `\nSettings read from the environment only:\n${envOnly.join('\n')}\n` : '';
+  cmd.addHelpText(
+    'after',
+    `${envHelp}\nFlags win over environment variables; an empty variable counts as unset.\n`,
+  );
   return cmd;
 }
 

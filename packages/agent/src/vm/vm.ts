@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import type { AgentVm } from '@orch/protocol';
+import type { LongTimer } from '@support/server';
 import type { GuestChannel } from './guest-channel.js';
 import type { Qmp } from './qmp.js';
 
@@ -32,7 +33,7 @@ export class Vm {
   readonly consoleClients = new Set<(data: Buffer) => void>();
   consoleTail: Buffer = Buffer.alloc(0);
   stderr = '';
-  timer: NodeJS.Timeout | undefined;
+  timer: LongTimer | undefined;
   /** Serializes snapshots and stop. */
   busy: Promise<unknown> = Promise.resolve();
   exited: Promise<void> = Promise.resolve();
@@ -72,8 +73,3 @@ export class Vm {
 
 /** One shell word: `s` single-quoted for the guest's sh. */
 export const shellQuote = (s: string): string => `'${s.replace(/'/g, "'\\''")}'`;
-
-/** Resolves after `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
