@@ -8,8 +8,9 @@ import {
   createHttpServer,
   type Logger,
   listen,
+  listenUrl,
   type Service,
-  untilAborted,
+  serveUntilAborted,
 } from '@support/server';
 import manifest from '../package.json' with { type: 'json' };
 import { buildApp } from './api/app.js';
@@ -46,20 +47,18 @@ export class Agent implements Service {
     private readonly onListening: (url: string) => void = () => undefined,
   ) {}
 
-  async run(signal: AbortSignal): Promise<void> {
-    let port: number;
-    try {
-      ({ port } = await this.start());
-    } catch (err) {
-      await this.stop().catch(() => undefined);
-      throw new Error(`cannot start: ${(err as Error).message}`, { cause: err });
-    }
-    this.onListening(
-      `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${port}`,
+  run(signal: AbortSignal): Promise<void> {
+    return serveUntilAborted(
+      signal,
+      {
+        start: async () => listenUrl(this.config.host, (await this.start()).port),
+        stop: async () => {
+          this.logger.info('orch-agent stopping');
+          await this.stop();
+        },
+      },
+      this.onListening,
     );
-    await untilAborted(signal);
-    this.logger.info('orch-agent stopping');
-    await this.stop();
   }
 
   private async start(): Promise<{ port: number }> {

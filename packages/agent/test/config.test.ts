@@ -1,17 +1,16 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MALFORMED_REQUESTS, rawHttp } from '@support/server/testing';
+import { malformedAnswers, runBin } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
 import { AGENT_BIN, AgentProcess } from './agent-process.js';
 
-const run = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [AGENT_BIN, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string>) => runBin(AGENT_BIN, args, env);
+const REFUSAL = {
+  status: 400,
+  contentType: 'application/json',
+  body: { error: { code: 'invalid_argument', message: expect.any(String) } },
+};
 
 test('orch-agent --help lists the commands and every flag and variable', () => {
   const r = run(['--help'], {});
@@ -114,13 +113,8 @@ test('without QEMU the agent starts, says so, and refuses to create a VM with a 
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('invalid_argument');
     // Requests the HTTP parser refuses, or no route can serve, still get the envelope.
-    for (const [name, request] of Object.entries(MALFORMED_REQUESTS)) {
-      const a = await rawHttp(agent.port, request);
-      expect(a.status, name).toBe(400);
-      expect(a.headers['content-type'], name).toBe('application/json');
-      expect(JSON.parse(a.body), name).toEqual({
-        error: { code: 'invalid_argument', message: expect.any(String) },
-      });
+    for (const answer of Object.values(await malformedAnswers(agent.port))) {
+      expect(answer).toEqual(REFUSAL);
     }
   } finally {
     await agent.stop();

@@ -2,18 +2,13 @@
  * The `board-router` binary's exit statuses, the same rules as every server program: 0 for
  * `--help`, 2 for configuration (every problem at once), 1 when it cannot start.
  */
-import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { runBin } from '@support/server/testing';
 import { expect, test } from 'vitest';
 
 const BIN = fileURLToPath(new URL('../bin/board-router.js', import.meta.url));
-const run = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, [BIN, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string> = {}) => runBin(BIN, args, env);
 
 test('--help: status 0, every flag with its variable', () => {
   const r = run(['--help']);

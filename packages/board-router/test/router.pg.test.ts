@@ -6,7 +6,7 @@
 import { request as httpRequest } from 'node:http';
 import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from '@board/server/testing';
 import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
-import { MALFORMED_REQUESTS, rawHttp } from '@support/server/testing';
+import { malformedAnswers, rawHttp } from '@support/server/testing';
 import { afterAll, expect, it } from 'vitest';
 import { type BoardRouter, loadConfig, startBoardRouter } from '../src/index.js';
 import { createLogger } from '../src/log.js';
@@ -16,6 +16,7 @@ const T = [{ token: 't', entity: 'items' }];
 const COUNT = { sql: 'SELECT count(*) AS n FROM {{t}}', tables: T };
 const BOARD = 'routed';
 const silent = createLogger('silent');
+const INVALID_INPUT = { status: 'error', error: { _tag: 'InvalidInput' } };
 
 describeOnServerPostgres('board-router over three board-nodes', () => {
   let pg: TestPostgres;
@@ -147,12 +148,8 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
   });
 
   it('answers requests the HTTP parser refuses with InvalidInput in the envelope', async () => {
-    const port = Number(new URL(router.url).port);
-    for (const [name, request] of Object.entries(MALFORMED_REQUESTS)) {
-      const a = await rawHttp(port, request);
-      expect(a.status, name).toBe(400);
-      expect(a.headers['content-type'], name).toBe('application/json');
-      expect(JSON.parse(a.body), name).toMatchObject({ status: 'error', error: { _tag: 'InvalidInput' } });
+    for (const answer of Object.values(await malformedAnswers(Number(new URL(router.url).port)))) {
+      expect(answer).toMatchObject({ status: 400, contentType: 'application/json', body: INVALID_INPUT });
     }
   });
 
@@ -163,7 +160,7 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
       `POST /rpc/mutate.insert HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Data-Board: ${BOARD}\r\nContent-Length: ${64 * 1024 * 1024 + 1}\r\n\r\n{"rows":[`,
     );
     expect(declared.status).toBe(400);
-    expect(JSON.parse(declared.body)).toMatchObject({ status: 'error', error: { _tag: 'InvalidInput' } });
+    expect(JSON.parse(declared.body)).toMatchObject(INVALID_INPUT);
     const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       let answered = false;
       const req = httpRequest(
@@ -198,7 +195,7 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
       pump();
     });
     expect(streamed.status).toBe(400);
-    expect(JSON.parse(streamed.body)).toMatchObject({ status: 'error', error: { _tag: 'InvalidInput' } });
+    expect(JSON.parse(streamed.body)).toMatchObject(INVALID_INPUT);
     // The router still serves.
     value(await rpc(router.url, 'query.execute', COUNT, { board: BOARD }));
   });

@@ -4,7 +4,7 @@
  */
 import { boardAdmin, createLogger, mintToken, openStore } from '@board/server';
 import { describeStore, removeDataDir, STORES, type TestStore, tempDir } from '@support/pg/testing';
-import { MALFORMED_REQUESTS, rawHttp } from '@support/server/testing';
+import { malformedAnswers } from '@support/server/testing';
 import { decodeJwt } from 'jose';
 import { expect, it } from 'vitest';
 import {
@@ -22,6 +22,7 @@ import {
 } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
+const INVALID_INPUT = { status: 'error', error: { _tag: 'InvalidInput' } };
 type Outcome = {
   result: { columns: string[]; rows: unknown[][] };
   cache: string;
@@ -529,12 +530,8 @@ for (const storeName of STORES) {
     });
 
     it('answers requests the HTTP parser refuses with InvalidInput in the envelope', async () => {
-      const port = Number(new URL(node.url).port);
-      for (const [name, request] of Object.entries(MALFORMED_REQUESTS)) {
-        const a = await rawHttp(port, request);
-        expect(a.status, name).toBe(400);
-        expect(a.headers['content-type'], name).toBe('application/json');
-        expect(JSON.parse(a.body), name).toMatchObject({ status: 'error', error: { _tag: 'InvalidInput' } });
+      for (const answer of Object.values(await malformedAnswers(Number(new URL(node.url).port)))) {
+        expect(answer).toMatchObject({ status: 400, contentType: 'application/json', body: INVALID_INPUT });
       }
     });
 

@@ -3,17 +3,12 @@
  * `--help`, 2 for configuration (every problem at once; subcommands too), 1 when a command fails.
  * Configuration is refused before any store is opened, so no PostgreSQL is needed here.
  */
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runBin } from '@support/server/testing';
 import { expect, test } from 'vitest';
 
 const BIN = fileURLToPath(new URL('../bin/board-node.js', import.meta.url));
-const run = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, [BIN, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string> = {}) => runBin(BIN, args, env);
 
 test('--help: status 0, every flag with its variable, the subcommands', () => {
   const r = run(['--help']);

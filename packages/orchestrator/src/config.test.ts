@@ -1,17 +1,11 @@
 import { addOptions } from '@support/server';
+import { configProblems } from '@support/server/testing';
 import { Command } from 'commander';
 import { describe, expect, test } from 'vitest';
-import { ConfigError, loadConfig, OPTIONS, type RawOptions } from './config.js';
+import { loadConfig, OPTIONS, type RawOptions } from './config.js';
 
-function problems(flags: RawOptions, env: Record<string, string>): readonly string[] {
-  try {
-    loadConfig(flags, env);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (flags: RawOptions, env: Record<string, string>) =>
+  configProblems(() => loadConfig(flags, env));
 
 describe('orchd configuration', () => {
   test('defaults', () => {

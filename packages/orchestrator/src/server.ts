@@ -9,9 +9,10 @@ import {
   createHttpServer,
   type Logger,
   listen,
+  listenUrl,
   runServices,
   type Service,
-  untilAborted,
+  serveUntilAborted,
 } from '@support/server';
 import { buildApp } from './api/app.js';
 import { openApiDocument } from './api/openapi.js';
@@ -68,23 +69,20 @@ export class Orchestrator implements Service {
    * Starts everything, calls `onListening` once requests are served, runs until `signal` aborts,
    * then stops. Rejects (after undoing what had started) when it cannot start.
    */
-  async run(signal: AbortSignal): Promise<void> {
-    let port: number;
-    try {
-      ({ port } = await this.start());
-    } catch (err) {
-      await this.stop().catch(() => undefined);
-      throw new Error(`cannot start: ${(err as Error).message}`, { cause: err });
-    }
-    this.onListening(
-      `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${port}`,
+  run(signal: AbortSignal): Promise<void> {
+    return serveUntilAborted(
+      signal,
+      {
+        start: async () => listenUrl(this.config.host, (await this.start()).port),
+        stop: async () => {
+          this.logger.info('orchd stopping');
+          await this.stop();
+        },
+      },
+      this.onListening,
     );
-    await untilAborted(signal);
-    this.logger.info('orchd stopping');
-    await this.stop();
   }
 
-  /** Starts everything; resolves with the bound port once requests are served. */
   private async start(): Promise<{ port: number }> {
     const { config, logger } = this;
     const allowlist = new CidrAllowlist(config.allowedCidrs);

@@ -1,15 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runBin } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
 
 const ORCHD = fileURLToPath(new URL('../bin/orchd.js', import.meta.url));
-const run = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [ORCHD, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string>) => runBin(ORCHD, args, env);
 
 test('orchd --help lists every flag and variable', () => {
   const r = run(['--help'], {});

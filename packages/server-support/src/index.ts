@@ -9,6 +9,7 @@ export {
   createHttpServer,
   type ErrorEnvelope,
   listen,
+  listenUrl,
   refuseRequest,
   requestRefusal,
   type UpgradeListener,
@@ -32,6 +33,6 @@ export { Periodic, type PeriodicOptions } from './periodic.js';
 export { createProgram, refuseUnknownCommand } from './program.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
 export { millisecondsSchema, onOffSchema, portSchema, secondsSchema } from './schemas.js';
-export { runServices, type Service, untilAborted } from './service.js';
+export { runServices, type Service, type Startable, serveUntilAborted, untilAborted } from './service.js';
 export { type Sleep, sleep } from './sleep.js';
 export { type LongTimer, MAX_TIMER_MS, setLongTimeout } from './timers.js';

@@ -161,6 +161,11 @@ export function listen(server: Server, port: number, host: string): Promise<numb
   });
 }
 
+/** The URL a server listening on `host:port` is reached at (IPv6 addresses bracketed). */
+export function listenUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 /**
  * Stops a server: no new connections, idle ones closed now, the rest (streams, slow requests)
  * given `graceMs` to finish before they are cut.

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { addOptions, ConfigError, declareOptions, flagValues, loadOptions } from './options.js';
+import { configProblems } from './testing.js';
 
 const OPTIONS = declareOptions({
   port: {
@@ -37,16 +38,6 @@ const OPTIONS = declareOptions({
   },
 });
 
-function problems(fn: () => unknown): readonly string[] {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
-
 describe('loadOptions', () => {
   test('flags win over the environment, which wins over defaults; empty variables are unset', () => {
     const v = loadOptions(OPTIONS, {
@@ -57,7 +48,7 @@ describe('loadOptions', () => {
   });
 
   test('reports every problem at once, each named by variable and flag', () => {
-    const found = problems(() =>
+    const found = configProblems(() =>
       loadOptions(
         OPTIONS,
         { env: { X_PORT: 'x', X_POLL_MS: '1', X_MODE: 'maybe', X_SECRET: 'short' } },

@@ -11,23 +11,21 @@ export function portSchema(defaultPort: number) {
  * wait ({@link MAX_TIMER_MS}, about 24.8 days) so that no configured timer fires early.
  */
 export function millisecondsSchema(defaultMs: number, bounds: { min?: number; max?: number } = {}) {
-  return z.coerce
-    .number()
-    .int()
-    .min(bounds.min ?? 1)
-    .max(Math.min(bounds.max ?? MAX_TIMER_MS, MAX_TIMER_MS))
-    .default(defaultMs);
+  return durationSchema(defaultMs, bounds, MAX_TIMER_MS);
 }
 
 /** A duration in seconds (options named `..._SEC` / `--...-sec`), bounded like {@link millisecondsSchema}. */
 export function secondsSchema(defaultSec: number, bounds: { min?: number; max?: number } = {}) {
-  const cap = Math.floor(MAX_TIMER_MS / 1000);
+  return durationSchema(defaultSec, bounds, Math.floor(MAX_TIMER_MS / 1000));
+}
+
+function durationSchema(dflt: number, bounds: { min?: number; max?: number }, cap: number) {
   return z.coerce
     .number()
     .int()
     .min(bounds.min ?? 1)
     .max(Math.min(bounds.max ?? cap, cap))
-    .default(defaultSec);
+    .default(dflt);
 }
 
 /** An on/off switch. */

@@ -49,3 +49,32 @@ export function untilAborted(signal: AbortSignal): Promise<void> {
     signal.addEventListener('abort', () => resolve(), { once: true });
   });
 }
+
+/** A server that starts, then serves until stopped (the shape of orchd's and the agent's process). */
+export interface Startable {
+  /** Starts everything; resolves with the URL it serves once requests are served. */
+  start(): Promise<string>;
+  /** Stops what started (also after a partial start); idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The `run(signal)` of a {@link Startable}: starts it (a failure undoes what had started and is
+ * rethrown as `cannot start: ...`), calls `onListening` with its URL, waits for `signal`, stops.
+ */
+export async function serveUntilAborted(
+  signal: AbortSignal,
+  server: Startable,
+  onListening: (url: string) => void,
+): Promise<void> {
+  let url: string;
+  try {
+    url = await server.start();
+  } catch (err) {
+    await server.stop().catch(() => undefined);
+    throw new Error(`cannot start: ${(err as Error).message}`, { cause: err });
+  }
+  onListening(url);
+  await untilAborted(signal);
+  await server.stop();
+}

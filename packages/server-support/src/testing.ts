@@ -1,7 +1,9 @@
 /**
  * `@support/server/testing`: helpers for the servers' tests (not used by the programs).
  */
+import { spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
+import { ConfigError } from './options.js';
 
 /** A raw HTTP answer: status line parsed, headers lower-cased, the body as text. */
 export interface RawAnswer {
@@ -73,3 +75,45 @@ export const MALFORMED_REQUESTS: Readonly<Record<string, string>> = {
   'bad request line': 'GET\r\n\r\n',
   'bad header': 'GET /health HTTP/1.1\r\nHost: localhost\r\nBad Header: x\r\n\r\n',
 };
+
+/** What every server answers to each of {@link MALFORMED_REQUESTS}: status, content type, parsed body. */
+export async function malformedAnswers(
+  port: number,
+): Promise<Record<string, { status: number; contentType: string | undefined; body: unknown }>> {
+  const out: Record<string, { status: number; contentType: string | undefined; body: unknown }> = {};
+  for (const [name, request] of Object.entries(MALFORMED_REQUESTS)) {
+    const a = await rawHttp(port, request);
+    let body: unknown = a.body;
+    try {
+      body = JSON.parse(a.body);
+    } catch {
+      // not JSON: left as text, so that the assertion shows it
+    }
+    out[name] = { status: a.status, contentType: a.headers['content-type'], body };
+  }
+  return out;
+}
+
+/** Runs a program's bin (`node <bin> ...args`) to completion with only PATH and `env` set. */
+export function runBin(
+  bin: string,
+  args: string[],
+  env: Record<string, string> = {},
+): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [bin, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+}
+
+/** The problems a configuration loader reports (`[]` when it accepts). */
+export function configProblems(load: () => unknown): readonly string[] {
+  try {
+    load();
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
