@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
 import {
   declareOptions,
+  listenOptions,
   loadOptions,
-  logLevelSchema,
+  logLevelOption,
   type OptionValues,
-  portSchema,
   type RawOptions as RawOptionsOf,
   secondsSchema,
 } from '@support/server';
@@ -17,18 +17,12 @@ export { ConfigError } from '@support/server';
  * schema) and description. This module is the only place in the program that reads `process.env`
  * (it is passed in). The bearer tokens are read from the environment only.
  */
+const listen = listenOptions('AGENT', 9090, ['AGENT_LISTEN']);
+
 export const OPTIONS = declareOptions({
-  port: {
-    env: 'AGENT_PORT',
-    flag: '--port <port>',
-    schema: portSchema(9090),
-    description: 'TCP port of the agent API (0 picks a free one)',
-  },
+  port: listen.port,
   host: {
-    env: 'AGENT_HOST',
-    envAliases: ['AGENT_LISTEN'],
-    flag: '--host <address>',
-    schema: z.string().min(1).default('127.0.0.1'),
+    ...listen.host,
     description:
       "address the API and the VMs' forwarded ports bind to (0.0.0.0 for all; AGENT_LISTEN is read too)",
   },
@@ -75,12 +69,7 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(120, { min: 5, max: 3600 }),
     description: 'seconds a VM may take from QEMU start to guest agent ready before it is an error',
   },
-  logLevel: {
-    env: 'AGENT_LOG_LEVEL',
-    flag: '--log-level <level>',
-    schema: logLevelSchema,
-    description: 'log level: fatal, error, warn, info, debug, trace, silent (JSON lines on stderr)',
-  },
+  logLevel: logLevelOption('AGENT_LOG_LEVEL'),
 });
 
 /** The options `orch-agent setup` and `orch-agent image import` take: only where the data lives. */

@@ -10,6 +10,7 @@ import {
   listen,
   listenUrl,
   type Service,
+  type Startable,
   serveUntilAborted,
 } from '@support/server';
 import manifest from '../package.json' with { type: 'json' };
@@ -36,7 +37,7 @@ const malformed = (message: string): ErrorBody => ({ error: { code: 'invalid_arg
  * run) and the HTTP API with the console WebSocket. `run(signal)` starts, calls `onListening`,
  * and when the signal aborts stops every VM and the server.
  */
-export class Agent implements Service {
+export class Agent implements Service, Startable {
   readonly name = 'orch-agent';
   private server: Server | undefined;
   private vms: VmManager | undefined;
@@ -48,20 +49,11 @@ export class Agent implements Service {
   ) {}
 
   run(signal: AbortSignal): Promise<void> {
-    return serveUntilAborted(
-      signal,
-      {
-        start: async () => listenUrl(this.config.host, (await this.start()).port),
-        stop: async () => {
-          this.logger.info('orch-agent stopping');
-          await this.stop();
-        },
-      },
-      this.onListening,
-    );
+    return serveUntilAborted(signal, this, this.onListening);
   }
 
-  private async start(): Promise<{ port: number }> {
+  /** Starts everything; resolves with the URL it serves once requests are served. */
+  async start(): Promise<string> {
     const { config, logger } = this;
     const layout = new Layout(config.dataDir);
     const images = new ImageStore(layout);
@@ -124,10 +116,12 @@ export class Agent implements Service {
       { port, host: config.host, kind: config.kind, accelerator, id: config.id },
       'orch-agent listening',
     );
-    return { port };
+    return listenUrl(config.host, port);
   }
 
-  private async stop(): Promise<void> {
+  /** Stops what started (also after a partial start). */
+  async stop(): Promise<void> {
+    this.logger.info('orch-agent stopping');
     await this.vms?.stopAll();
     if (this.server) await closeServer(this.server);
   }

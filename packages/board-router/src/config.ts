@@ -1,11 +1,11 @@
 import {
   declareOptions,
+  listenOptions,
   loadOptions,
-  logLevelSchema,
+  logLevelOption,
   millisecondsSchema,
   type OptionValues,
   onOffSchema,
-  portSchema,
   type RawOptions as RawOptionsOf,
 } from '@support/server';
 import { z } from 'zod';
@@ -51,18 +51,7 @@ export const OPTIONS = declareOptions({
     schema: nodesSchema,
     description: 'comma-separated board-node base URLs, e.g. http://a:8787,http://b:8787 (required)',
   },
-  port: {
-    env: 'BOARD_ROUTER_PORT',
-    flag: '--port <port>',
-    schema: portSchema(8788),
-    description: 'TCP port to listen on (0 picks a free one; the chosen port is printed)',
-  },
-  host: {
-    env: 'BOARD_ROUTER_HOST',
-    flag: '--host <host>',
-    schema: z.string().min(1).default('127.0.0.1'),
-    description: 'address to listen on',
-  },
+  ...listenOptions('BOARD_ROUTER', 8788),
   requestTimeoutMs: {
     env: 'BOARD_ROUTER_REQUEST_TIMEOUT_MS',
     flag: '--request-timeout-ms <ms>',
@@ -123,12 +112,7 @@ export const OPTIONS = declareOptions({
     schema: millisecondsSchema(1000),
     description: 'a probe not answered within this marks the node down',
   },
-  logLevel: {
-    env: 'BOARD_ROUTER_LOG_LEVEL',
-    flag: '--log-level <level>',
-    schema: logLevelSchema,
-    description: 'pino log level (logs are JSON lines on stderr)',
-  },
+  logLevel: logLevelOption('BOARD_ROUTER_LOG_LEVEL'),
 });
 
 /** Resolved configuration of a router; `nodes` is parsed into normalized base URLs. */

@@ -4,12 +4,12 @@ import { resolve } from 'node:path';
 import { WATCH } from '@board/protocol';
 import {
   declareOptions,
+  listenOptions,
   loadOptions,
-  logLevelSchema,
+  logLevelOption,
   millisecondsSchema,
   type OptionValues,
   onOffSchema,
-  portSchema,
   type RawOptions as RawOptionsOf,
   secondsSchema,
 } from '@support/server';
@@ -22,18 +22,7 @@ export { ConfigError } from '@support/server';
  * and description. This module is the only place that reads `process.env`.
  */
 export const OPTIONS = declareOptions({
-  port: {
-    env: 'BOARD_PORT',
-    flag: '--port <port>',
-    schema: portSchema(8787),
-    description: 'TCP port to listen on (0 picks a free one; the chosen port is logged)',
-  },
-  host: {
-    env: 'BOARD_HOST',
-    flag: '--host <host>',
-    schema: z.string().default('127.0.0.1'),
-    description: 'address to listen on',
-  },
+  ...listenOptions('BOARD', 8787),
   databaseUrl: {
     env: 'DATABASE_URL',
     flag: '--database-url <url>',
@@ -126,12 +115,7 @@ export const OPTIONS = declareOptions({
     schema: millisecondsSchema(WATCH.heartbeatMs, { min: 10 }),
     description: 'watch heartbeat (`: hb`) interval',
   },
-  logLevel: {
-    env: 'BOARD_LOG_LEVEL',
-    flag: '--log-level <level>',
-    schema: logLevelSchema,
-    description: 'pino log level (logs are JSON lines on stderr)',
-  },
+  logLevel: logLevelOption('BOARD_LOG_LEVEL'),
 });
 
 /** Resolved configuration of a node. */

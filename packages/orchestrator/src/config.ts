@@ -1,9 +1,9 @@
 import {
   declareOptions,
+  listenOptions,
   loadOptions,
-  logLevelSchema,
+  logLevelOption,
   type OptionValues,
-  portSchema,
   type RawOptions as RawOptionsOf,
   secondsSchema,
 } from '@support/server';
@@ -40,19 +40,7 @@ function decodeKey(text: string): Buffer | undefined {
  * passed in). Secrets other than the master token are read from the environment only.
  */
 export const OPTIONS = declareOptions({
-  port: {
-    env: 'ORCH_PORT',
-    flag: '--port <port>',
-    schema: portSchema(8080),
-    description: 'TCP port of the HTTP API (0 picks a free one)',
-  },
-  host: {
-    env: 'ORCH_HOST',
-    envAliases: ['ORCH_LISTEN'],
-    flag: '--host <address>',
-    schema: z.string().min(1).default('127.0.0.1'),
-    description: 'address to listen on (0.0.0.0 for all; ORCH_LISTEN is read too)',
-  },
+  ...listenOptions('ORCH', 8080, ['ORCH_LISTEN']),
   authToken: {
     env: 'ORCH_AUTH_TOKEN',
     flag: '--auth-token <token>',
@@ -164,12 +152,7 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(300, { min: 5, max: 24 * 3600 }),
     description: 'seconds a VM may take to start before its environment is error',
   },
-  logLevel: {
-    env: 'ORCH_LOG_LEVEL',
-    flag: '--log-level <level>',
-    schema: logLevelSchema,
-    description: 'log level: fatal, error, warn, info, debug, trace, silent (JSON lines on stderr)',
-  },
+  logLevel: logLevelOption('ORCH_LOG_LEVEL'),
 });
 
 /** The validated settings of `orchd`. */

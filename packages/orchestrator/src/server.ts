@@ -12,6 +12,7 @@ import {
   listenUrl,
   runServices,
   type Service,
+  type Startable,
   serveUntilAborted,
 } from '@support/server';
 import { buildApp } from './api/app.js';
@@ -50,7 +51,7 @@ const malformed = (message: string): ErrorBody => ({ error: { code: 'invalid_arg
  * The orchestrator process as a service: store, HTTP API, host health monitor and reconciler,
  * started by `run(signal)` and taken down in reverse order when the signal aborts.
  */
-export class Orchestrator implements Service {
+export class Orchestrator implements Service, Startable {
   readonly name = 'orchd';
   private store: Store | undefined;
   private server: Server | undefined;
@@ -70,20 +71,11 @@ export class Orchestrator implements Service {
    * then stops. Rejects (after undoing what had started) when it cannot start.
    */
   run(signal: AbortSignal): Promise<void> {
-    return serveUntilAborted(
-      signal,
-      {
-        start: async () => listenUrl(this.config.host, (await this.start()).port),
-        stop: async () => {
-          this.logger.info('orchd stopping');
-          await this.stop();
-        },
-      },
-      this.onListening,
-    );
+    return serveUntilAborted(signal, this, this.onListening);
   }
 
-  private async start(): Promise<{ port: number }> {
+  /** Starts everything; resolves with the URL it serves once requests are served. */
+  async start(): Promise<string> {
     const { config, logger } = this;
     const allowlist = new CidrAllowlist(config.allowedCidrs);
     this.store = await openStore(config, logger);
@@ -165,10 +157,12 @@ export class Orchestrator implements Service {
       },
       'orchd listening',
     );
-    return { port };
+    return listenUrl(config.host, port);
   }
 
-  private async stop(): Promise<void> {
+  /** Stops what started (also after a partial start). */
+  async stop(): Promise<void> {
+    this.logger.info('orchd stopping');
     this.loopsLife.abort();
     await this.loops;
     await this.envs?.stop();

@@ -32,7 +32,14 @@ export {
 export { Periodic, type PeriodicOptions } from './periodic.js';
 export { createProgram, refuseUnknownCommand } from './program.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
-export { millisecondsSchema, onOffSchema, portSchema, secondsSchema } from './schemas.js';
+export {
+  listenOptions,
+  logLevelOption,
+  millisecondsSchema,
+  onOffSchema,
+  portSchema,
+  secondsSchema,
+} from './schemas.js';
 export { runServices, type Service, type Startable, serveUntilAborted, untilAborted } from './service.js';
 export { type Sleep, sleep } from './sleep.js';
 export { type LongTimer, MAX_TIMER_MS, setLongTimeout } from './timers.js';
