@@ -3,7 +3,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
-import { ConfigError } from './options.js';
+import type { ConfigError } from './options.js';
 
 /** A raw HTTP answer: status line parsed, headers lower-cased, the body as text. */
 export interface RawAnswer {
@@ -112,7 +112,8 @@ export function configProblems(load: () => unknown): readonly string[] {
   try {
     load();
   } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
+    // By name, not instanceof: dist/testing.js and dist/index.js are separate bundles.
+    if (err instanceof Error && err.name === 'ConfigError') return (err as ConfigError).problems;
     throw err;
   }
   return [];
