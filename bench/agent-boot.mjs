@@ -37,7 +37,8 @@ const agent = spawn(process.execPath, ['packages/agent/bin/orch-agent.js'], {
 });
 const port = await new Promise((resolve) => {
   createInterface({ input: agent.stdout }).on('line', (l) => {
-    if (l.includes('"orch-agent listening"')) resolve(JSON.parse(l).port);
+    const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
+    if (m) resolve(Number(m[1]));
   });
 });
 const url = `http://127.0.0.1:${port}`;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-/** Returns `{ url, stop }` once orchd logs that it listens. */
+/** Returns `{ url, stop }` once orchd prints that it listens. */
 export async function startOrchd(env = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'orchd-bench-'));
   const proc = spawn(process.execPath, ['packages/orchestrator/bin/orchd.js'], {
@@ -14,7 +14,8 @@ export async function startOrchd(env = {}) {
   });
   const port = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).on('line', (l) => {
-      if (l.includes('"orchd listening"')) resolve(JSON.parse(l).port);
+      const m = /^orchd listening on http:\/\/.*:(\d+)$/.exec(l);
+      if (m) resolve(Number(m[1]));
     });
     proc.once('exit', (code) => reject(new Error(`orchd exited with ${code}`)));
   });

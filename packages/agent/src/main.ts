@@ -1,68 +1,54 @@
-import { pino } from 'pino';
-import { ConfigError, helpText, loadConfig } from './config.js';
+import {
+  addOptions,
+  createLogger,
+  createProgram,
+  flagValues,
+  refuseUnknownCommand,
+  runMain,
+} from '@support/server';
+import { loadConfig, loadSetupConfig, OPTIONS, SETUP_OPTIONS } from './config.js';
 import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import { runSetup } from './images/setup.js';
 import { Agent } from './server.js';
 
-/** Entry point of `orch-agent`: the only place that prints to the terminal and sets the exit status. */
-async function main(): Promise<number> {
-  let invocation: ReturnType<typeof loadConfig>;
-  try {
-    invocation = loadConfig(process.argv.slice(2), process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`orch-agent: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
-  const progress = (m: string) => process.stdout.write(`==> ${m}\n`);
-  switch (invocation.command) {
-    case 'help':
-      process.stdout.write(helpText());
-      return 0;
-    case 'setup':
-      try {
-        await runSetup(invocation.config.dataDir, progress);
-        return 0;
-      } catch (err) {
-        process.stderr.write(`orch-agent setup: ${(err as Error).message}\n`);
-        return 1;
-      }
-    case 'image-import':
-      try {
-        progress(`image ${invocation.name}: importing ${invocation.tarball}`);
-        await new ImageStore(new Layout(invocation.config.dataDir)).importTarball(
-          invocation.name,
-          invocation.tarball,
-        );
-        progress(`image ${invocation.name}: ready`);
-        return 0;
-      } catch (err) {
-        process.stderr.write(`orch-agent image import: ${(err as Error).message}\n`);
-        return 1;
-      }
-    case 'serve':
-      break;
-  }
-  const logger = pino({ level: invocation.config.logLevel, base: { service: 'orch-agent' } });
-  const stopRequested = new Promise<void>((resolve) => {
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
-  });
-  const agent = new Agent(invocation.config, logger);
-  try {
-    await agent.run();
-  } catch (err) {
-    process.stderr.write(`orch-agent: cannot start: ${(err as Error).message}\n`);
-    await agent.stop().catch(() => undefined);
-    return 1;
-  }
-  await stopRequested;
-  logger.info('orch-agent stopping');
-  await agent.stop();
-  return 0;
-}
+const progress = (m: string) => process.stdout.write(`==> ${m}\n`);
 
-process.exitCode = await main();
-setTimeout(() => process.exit(), 5000).unref();
+// Entry point of `orch-agent`: status 2 for configuration, 1 when it cannot start or a command
+// fails, 0 after a clean stop or a command that did its work.
+await runMain('orch-agent', async (signal) => {
+  const program = createProgram('orch-agent', 'The host agent: runs environments as QEMU microVMs.');
+  addOptions(program.allowExcessArguments(), OPTIONS).action(async (_opts, cmd) => {
+    refuseUnknownCommand(cmd);
+    const config = loadConfig(flagValues(cmd, OPTIONS), process.env);
+    const logger = createLogger(config.logLevel, { service: 'orch-agent' });
+    const agent = new Agent(config, logger, (url) =>
+      process.stdout.write(`orch-agent listening on ${url}\n`),
+    );
+    await agent.run(signal);
+  });
+  addOptions(
+    program.command('setup').description('fetch the kernel, build the initramfs and images (cached)'),
+    SETUP_OPTIONS,
+  ).action(async (_opts, cmd) => {
+    const config = loadSetupConfig(flagValues(cmd, SETUP_OPTIONS), process.env);
+    await runSetup(config.dataDir, progress).catch((err: Error) => {
+      throw new Error(`setup: ${err.message}`, { cause: err });
+    });
+  });
+  const image = program.command('image').description('guest images');
+  addOptions(
+    image
+      .command('import <name> <rootfs>')
+      .description('add an image from a root filesystem tarball (ROOTFS.tar or .tar.gz)'),
+    SETUP_OPTIONS,
+  ).action(async (name: string, tarball: string, _opts, cmd) => {
+    const config = loadSetupConfig(flagValues(cmd, SETUP_OPTIONS), process.env);
+    progress(`image ${name}: importing ${tarball}`);
+    await new ImageStore(new Layout(config.dataDir)).importTarball(name, tarball).catch((err: Error) => {
+      throw new Error(`image import: ${err.message}`, { cause: err });
+    });
+    progress(`image ${name}: ready`);
+  });
+  await program.parseAsync(process.argv);
+});

@@ -1,9 +1,18 @@
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { arch } from 'node:os';
-import { type ServerType, serve } from '@hono/node-server';
-import type { AgentInfo } from '@orch/protocol';
-import type { Logger } from 'pino';
+import { getRequestListener } from '@hono/node-server';
+import type { AgentInfo, ErrorBody } from '@orch/protocol';
+import {
+  closeServer,
+  createHttpServer,
+  type Logger,
+  listen,
+  listenUrl,
+  type Service,
+  type Startable,
+  serveUntilAborted,
+} from '@support/server';
 import manifest from '../package.json' with { type: 'json' };
 import { buildApp } from './api/app.js';
 import { BearerAuth } from './api/auth.js';
@@ -20,20 +29,31 @@ import { VmManager } from './vm/vm-manager.js';
 /** Version reported in /v1/info: the package's own, from its package.json. */
 export const AGENT_VERSION: string = manifest.version;
 
+/** The envelope of requests too malformed for any route (parser refusals, bad Host, `OPTIONS *`). */
+const malformed = (message: string): ErrorBody => ({ error: { code: 'invalid_argument', message } });
+
 /**
- * The agent process: accelerator choice, VM manager (re-reads VMs left by a previous run) and the
- * HTTP API with the console WebSocket. `run()` starts; `stop()` stops every VM and the server.
+ * The agent process as a service: accelerator choice, VM manager (re-reads VMs left by a previous
+ * run) and the HTTP API with the console WebSocket. `run(signal)` starts, calls `onListening`,
+ * and when the signal aborts stops every VM and the server.
  */
-export class Agent {
-  private server: ServerType | undefined;
+export class Agent implements Service, Startable {
+  readonly name = 'orch-agent';
+  private server: Server | undefined;
   private vms: VmManager | undefined;
 
   constructor(
     private readonly config: Config,
     private readonly logger: Logger,
+    private readonly onListening: (url: string) => void = () => undefined,
   ) {}
 
-  async run(): Promise<{ port: number }> {
+  run(signal: AbortSignal): Promise<void> {
+    return serveUntilAborted(signal, this, this.onListening);
+  }
+
+  /** Starts everything; resolves with the URL it serves once requests are served. */
+  async start(): Promise<string> {
     const { config, logger } = this;
     const layout = new Layout(config.dataDir);
     const images = new ImageStore(layout);
@@ -63,14 +83,14 @@ export class Agent {
     const vms = new VmManager({
       layout,
       images,
-      ports: new HostPorts(config.listen),
+      ports: new HostPorts(config.host),
       qemu: config.qemu,
       qemuFound,
       kernel,
       accelerator,
       tscKhz: await hostTscKhz(),
-      bindAddress: config.listen,
-      bootTimeoutMs: config.bootTimeoutS * 1000,
+      bindAddress: config.host,
+      bootTimeoutMs: config.bootTimeoutSec * 1000,
       logger,
     });
     this.vms = vms;
@@ -87,27 +107,22 @@ export class Agent {
       gpus: [],
     });
     const app = buildApp({ auth, vms, info, logger });
-    const port = await new Promise<number>((resolve, reject) => {
-      this.server = serve(
-        { fetch: app.fetch, port: config.port, hostname: config.listen },
-        (i: AddressInfo) => resolve(i.port),
-      );
-      this.server.once('error', reject);
+    this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
+      envelope: malformed,
+      upgrade: consoleUpgradeHandler(auth, vms, logger),
     });
-    this.server!.on('upgrade', consoleUpgradeHandler(auth, vms, logger));
+    const port = await listen(this.server, config.port, config.host);
     logger.info(
-      { port, listen: config.listen, kind: config.kind, accelerator, id: config.id },
+      { port, host: config.host, kind: config.kind, accelerator, id: config.id },
       'orch-agent listening',
     );
-    return { port };
+    return listenUrl(config.host, port);
   }
 
+  /** Stops what started (also after a partial start). */
   async stop(): Promise<void> {
+    this.logger.info('orch-agent stopping');
     await this.vms?.stopAll();
-    await new Promise<void>((resolve) => {
-      if (!this.server) return resolve();
-      this.server.close(() => resolve());
-      (this.server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-    });
+    if (this.server) await closeServer(this.server);
   }
 }

@@ -121,9 +121,10 @@ export class AgentProcess {
       }, 60_000);
       lines.on('line', (l) => {
         output.push(l);
-        if (l.includes('"orch-agent listening"')) {
+        const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
+        if (m) {
           clearTimeout(timer);
-          resolve(JSON.parse(l).port as number);
+          resolve(Number(m[1]));
         }
       });
       proc.once('exit', (code) => {

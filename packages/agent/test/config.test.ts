@@ -1,45 +1,77 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { malformedAnswers, runBin } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
 import { AGENT_BIN, AgentProcess } from './agent-process.js';
 
-const run = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [AGENT_BIN, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string>) => runBin(AGENT_BIN, args, env);
+const REFUSAL = {
+  status: 400,
+  contentType: 'application/json',
+  body: { error: { code: 'invalid_argument', message: expect.any(String) } },
+};
 
 test('orch-agent --help lists the commands and every flag and variable', () => {
   const r = run(['--help'], {});
   expect(r.status).toBe(0);
   for (const name of [
-    'orch-agent setup',
-    'orch-agent image import',
+    'setup',
+    'image',
     '--port',
     'AGENT_PORT',
     'MICROVM_AGENT_TOKEN',
     'GPU_AGENT_TOKEN',
     'AGENT_DATA_DIR',
     '--accel',
-    '--listen',
+    '--host',
+    'AGENT_HOST',
+    '--boot-timeout-sec',
+    'AGENT_BOOT_TIMEOUT_SEC',
   ]) {
     expect(r.stdout).toContain(name);
   }
+  const imp = run(['image', 'import', '--help'], {});
+  expect(imp.status).toBe(0);
+  expect(imp.stdout).toContain('import [options] <name> <rootfs>');
+  expect(imp.stdout).toContain('--data-dir');
 });
 
 test('orch-agent refuses bad configuration, naming every problem, with exit status 2', () => {
-  const r = run([], { AGENT_PORT: 'abc', AGENT_ACCEL: 'fast' });
+  const r = run(['--boot-timeout-sec', '1'], { AGENT_PORT: 'abc', AGENT_ACCEL: 'fast' });
   expect(r.status).toBe(2);
-  expect(r.stderr).toContain('AGENT_PORT (--port)');
-  expect(r.stderr).toContain('AGENT_ACCEL (--accel)');
+  expect(r.stderr).toMatch(/^orch-agent: invalid configuration:\n/);
+  expect(r.stderr).toContain('  - AGENT_PORT (--port): ');
+  expect(r.stderr).toContain('  - AGENT_ACCEL (--accel <auto|kvm|tcg>): '.replace(' <auto|kvm|tcg>', ''));
+  expect(r.stderr).toContain('  - AGENT_BOOT_TIMEOUT_SEC (--boot-timeout-sec): ');
   expect(r.stderr).toContain('a bearer token is required: set MICROVM_AGENT_TOKEN');
   const both = run([], { MICROVM_AGENT_TOKEN: 'a', GPU_AGENT_TOKEN: 'b' });
   expect(both.status).toBe(2);
   expect(both.stderr).toContain('set only one of MICROVM_AGENT_TOKEN and GPU_AGENT_TOKEN');
-  expect(run(['frobnicate'], { MICROVM_AGENT_TOKEN: 'a' }).stderr).toContain('unknown command "frobnicate"');
+  const unknown = run(['frobnicate'], { MICROVM_AGENT_TOKEN: 'a' });
+  expect(unknown.status).toBe(2);
+  expect(unknown.stderr).toContain('unknown command "frobnicate"');
+  const unknownFlag = run(['--listen', '0.0.0.0'], { MICROVM_AGENT_TOKEN: 'a' });
+  expect(unknownFlag.status).toBe(2);
+  expect(unknownFlag.stderr).toContain("unknown option '--listen'");
+  // Subcommands follow the same rules.
+  const setup = run(['setup', '--data-dir', ''], { AGENT_QEMU: '' });
+  expect(setup.status).toBe(2);
+  expect(setup.stderr).toContain('AGENT_DATA_DIR (--data-dir)');
+  const imp = run(['image', 'import', 'only-a-name'], {});
+  expect(imp.status).toBe(2);
+  expect(imp.stderr).toContain("missing required argument 'rootfs'");
+});
+
+test('a failing command exits with status 1', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'orch-agent-import-'));
+  try {
+    const r = run(['image', 'import', 'x', join(dir, 'missing.tar')], { AGENT_DATA_DIR: dir });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^orch-agent: image import: /);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 const dir = mkdtempSync(join(tmpdir(), 'orch-agent-noqemu-'));
@@ -80,6 +112,10 @@ test('without QEMU the agent starts, says so, and refuses to create a VM with a 
     const bad = await agent.request<{ error: { code: string } }>('POST', '/v1/vms', { id: 'x', nope: 1 });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('invalid_argument');
+    // Requests the HTTP parser refuses, or no route can serve, still get the envelope.
+    for (const answer of Object.values(await malformedAnswers(agent.port))) {
+      expect(answer).toEqual(REFUSAL);
+    }
   } finally {
     await agent.stop();
   }

@@ -37,6 +37,29 @@ describe('loadConfig', () => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);
   });
+  it('reports every problem at once', () => {
+    let problems: readonly string[] = [];
+    try {
+      loadConfig(
+        { hedge: 'maybe' },
+        {
+          BOARD_ROUTER_NODES: 'ftp://a:1,,http://b:2/x',
+          BOARD_ROUTER_PORT: 'x',
+          BOARD_ROUTER_REQUEST_TIMEOUT_MS: String(2 ** 31),
+        },
+      );
+    } catch (err) {
+      if (err instanceof ConfigError) problems = err.problems;
+    }
+    expect(problems).toEqual([
+      expect.stringMatching(/^BOARD_ROUTER_NODES \(--nodes\): "ftp:\/\/a:1" must be an http:\/\/ URL/),
+      'BOARD_ROUTER_NODES (--nodes): empty entry in the node list',
+      expect.stringMatching(/^BOARD_ROUTER_NODES \(--nodes\): "http:\/\/b:2\/x" must be a base URL/),
+      expect.stringMatching(/^BOARD_ROUTER_PORT \(--port\): /),
+      expect.stringMatching(/^BOARD_ROUTER_REQUEST_TIMEOUT_MS \(--request-timeout-ms\): /),
+      expect.stringMatching(/^BOARD_ROUTER_HEDGE \(--hedge\): /),
+    ]);
+  });
 });
 
 describe('LatencyWindow', () => {

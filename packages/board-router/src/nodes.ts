@@ -1,4 +1,5 @@
 import { Agent, request } from 'node:http';
+import { Periodic } from '@support/server';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -33,7 +34,8 @@ export class NodePool {
   /** Keep-alive connections to the nodes, shared by routed requests and probes. */
   readonly agent = new Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
   private rr = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly life = new AbortController();
+  private probing: Promise<void> | undefined;
 
   constructor(
     urls: string[],
@@ -46,20 +48,23 @@ export class NodePool {
     for (const n of this.nodes) this.opts.metrics.nodeUp.set({ node: n.url }, 0);
   }
 
-  /** Probes every node once, then every `intervalMs`. */
+  /** Probes every node once (resolves then), and keeps probing every `intervalMs` until {@link stop}. */
   async run(): Promise<void> {
     await this.probeAll();
-    const tick = () => {
-      this.timer = setTimeout(() => void this.probeAll().finally(tick), this.opts.intervalMs);
-      this.timer.unref();
-    };
-    tick();
+    this.probing = new Periodic({
+      name: 'health probe',
+      intervalMs: this.opts.intervalMs,
+      delayFirst: true,
+      log: this.opts.log,
+      tick: () => this.probeAll(),
+    }).run(this.life.signal);
   }
 
-  stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+  /** Stops probing and closes the connections to the nodes; resolves once the probe loop has ended. */
+  async stop(): Promise<void> {
+    this.life.abort();
     this.agent.destroy();
+    await this.probing;
   }
 
   /** The up nodes, starting at a rotating offset (round robin), without those in `exclude`. */

@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { HEADERS } from '@board/protocol';
+import { type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
+import { fail, HEADERS } from '@board/protocol';
+import { closeServer, createHttpServer, listen } from '@support/server';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
 import { upstreamHeaders } from './forward.js';
@@ -12,6 +12,8 @@ import { responseHeaders, routeRpc } from './route.js';
 
 /** Largest request body the router buffers (bodies are kept for failover and hedging). */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
+/** How long the rest of a refused body is read and dropped before the connection is cut. */
+const DRAIN_MS = 10_000;
 
 /** A running router. */
 export interface BoardRouter {
@@ -45,13 +47,18 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   };
   await pool.run();
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      log.error({ err }, 'unexpected router failure');
-      if (!res.headersSent) sendError(res, 'NoNodeAvailable', 'internal router failure');
-      else res.destroy();
-    });
-  });
+  // Parser refusals and unservable requests (no Host, `Host: a b`, `OPTIONS *`) get the nodes'
+  // envelope with `InvalidInput`, as a node would answer: a client cannot tell the two apart.
+  const server: Server = createHttpServer(
+    (req, res) => {
+      handle(req, res).catch((err: unknown) => {
+        log.error({ err }, 'unexpected router failure');
+        if (!res.headersSent) sendError(res, 'NoNodeAvailable', 'internal router failure');
+        else res.destroy();
+      });
+    },
+    { envelope: (message) => fail('InvalidInput', `board-router: ${message}`) },
+  );
   server.keepAliveTimeout = 65_000;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -61,8 +68,9 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     if (req.method === 'POST' && pathname.startsWith('/rpc/')) {
       const procedure = pathname.slice('/rpc/'.length);
       const body = await readBody(req);
+      if (body === 'too-large') return refuseBody(req, res);
       if (body === undefined) {
-        sendError(res, 'InvalidInput', 'request body over 64 MiB or cut off');
+        sendError(res, 'InvalidInput', 'request body cut off');
         return;
       }
       const gone = new AbortController();
@@ -176,11 +184,13 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     attempt();
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  let port: number;
+  try {
+    port = await listen(server, config.port, config.host);
+  } catch (err) {
+    await pool.stop();
+    throw err;
+  }
   const url = `http://${config.host}:${port}`;
   log.info({ url, nodes: config.nodes, hedge: config.hedge }, 'board-router listening');
   return {
@@ -188,11 +198,8 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     metrics,
     pool,
     async stop() {
-      pool.stop();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await pool.stop();
+      await closeServer(server);
     },
   };
 }
@@ -206,23 +213,73 @@ function sendError(res: ServerResponse, tag: Parameters<typeof routerError>[0], 
   res.end(e.body);
 }
 
-/** Reads the whole request body; undefined when it is too large or the client aborted. */
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+/**
+ * Reads the whole request body; `too-large` beyond {@link MAX_BODY_BYTES} (declared or sent; the
+ * rest is left unread), undefined when the client aborted.
+ */
+function readBody(req: IncomingMessage): Promise<Buffer | 'too-large' | undefined> {
+  if (Number(req.headers['content-length']) > MAX_BODY_BYTES) return Promise.resolve('too-large');
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const onData = (c: Buffer) => {
       size += c.length;
       if (size > MAX_BODY_BYTES) {
-        resolve(undefined);
-        req.destroy();
+        req.off('data', onData);
+        chunks.length = 0;
+        resolve('too-large');
         return;
       }
       chunks.push(c);
-    });
+    };
+    req.on('data', onData);
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', () => resolve(undefined));
   });
+}
+
+/**
+ * Answers a body over the limit with `InvalidInput` (a node answers a body it refuses the same
+ * way) and closes the connection. The answer is sent at once; the connection is closed once the
+ * client has finished sending (what it still sends is read and dropped, up to another
+ * {@link MAX_BODY_BYTES}), because closing on a client that is still writing resets the
+ * connection, and a reset can destroy the answer before the client reads it.
+ */
+function refuseBody(req: IncomingMessage, res: ServerResponse): void {
+  const e = routerError('InvalidInput', `request body over ${MAX_BODY_BYTES / 1024 / 1024} MiB`);
+  res.writeHead(e.status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(e.body),
+    connection: 'close',
+  });
+  res.write(e.body);
+  let ended = false;
+  const finish = () => {
+    if (ended) return;
+    ended = true;
+    res.end();
+  };
+  if (req.readableEnded) {
+    finish();
+    return;
+  }
+  let dropped = 0;
+  req.on('data', (c: Buffer) => {
+    dropped += c.length;
+    if (dropped > MAX_BODY_BYTES) {
+      finish();
+      req.destroy();
+    }
+  });
+  req.once('end', finish);
+  req.once('error', finish);
+  req.once('close', finish);
+  // A client that declared a huge body and then stalls is not waited for.
+  setTimeout(() => {
+    finish();
+    req.destroy();
+  }, DRAIN_MS).unref();
+  req.resume();
 }
 
 /** Procedure label for metrics: contract names as they are, anything else as `other` (bounded cardinality). */

@@ -3,9 +3,10 @@
  * proxy in front of node-c holds chosen requests: a node that is slow past any deadline (hedging),
  * or one that dies with a request in flight (an unkeyed write is not re-sent).
  */
-
+import { request as httpRequest } from 'node:http';
 import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from '@board/server/testing';
 import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
+import { malformedAnswers, rawHttp } from '@support/server/testing';
 import { afterAll, expect, it } from 'vitest';
 import { type BoardRouter, loadConfig, startBoardRouter } from '../src/index.js';
 import { createLogger } from '../src/log.js';
@@ -15,6 +16,7 @@ const T = [{ token: 't', entity: 'items' }];
 const COUNT = { sql: 'SELECT count(*) AS n FROM {{t}}', tables: T };
 const BOARD = 'routed';
 const silent = createLogger('silent');
+const INVALID_INPUT = { status: 'error', error: { _tag: 'InvalidInput' } };
 
 describeOnServerPostgres('board-router over three board-nodes', () => {
   let pg: TestPostgres;
@@ -119,12 +121,18 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--hedge-budget');
     expect(help.stdout).toContain('BOARD_ROUTER_NODES');
-    const bad = await runRouter(['--nodes', 'http://a:1,ftp://b']);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/configuration: BOARD_ROUTER_NODES.*http:\/\//);
+    const bad = await runRouter(['--nodes', 'http://a:1,ftp://b'], { BOARD_ROUTER_HEDGE: 'maybe' });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(
+      /^board-router: invalid configuration:\n {2}- BOARD_ROUTER_NODES \(--nodes\): .*http:\/\//,
+    );
+    expect(bad.stderr).toContain('  - BOARD_ROUTER_HEDGE (--hedge): ');
     const missing = await runRouter([]);
-    expect(missing.code).toBe(1);
+    expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('BOARD_ROUTER_NODES');
+    const unknown = await runRouter(['--prot', '1']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown option '--prot'");
     const proc = await startRouterProcess(['--port', '0'], { BOARD_ROUTER_NODES: `${a.url},${b.url}` });
     try {
       const r = await rpc(proc.url, 'query.execute', COUNT, { board: BOARD });
@@ -137,6 +145,59 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     } finally {
       await proc.stop();
     }
+  });
+
+  it('answers requests the HTTP parser refuses with InvalidInput in the envelope', async () => {
+    for (const answer of Object.values(await malformedAnswers(Number(new URL(router.url).port)))) {
+      expect(answer).toMatchObject({ status: 400, contentType: 'application/json', body: INVALID_INPUT });
+    }
+  });
+
+  it('answers a body over 64 MiB with InvalidInput in the envelope, declared or streamed', async () => {
+    const port = Number(new URL(router.url).port);
+    const declared = await rawHttp(
+      port,
+      `POST /rpc/mutate.insert HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Data-Board: ${BOARD}\r\nContent-Length: ${64 * 1024 * 1024 + 1}\r\n\r\n{"rows":[`,
+    );
+    expect(declared.status).toBe(400);
+    expect(JSON.parse(declared.body)).toMatchObject(INVALID_INPUT);
+    const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      let answered = false;
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/rpc/mutate.insert',
+          headers: { 'content-type': 'application/json', 'x-data-board': BOARD },
+        },
+        (res) => {
+          answered = true;
+          req.end();
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => {
+            body += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      let sent = 0;
+      const pump = () => {
+        while (!answered && sent < 80) {
+          sent++;
+          if (!req.write(chunk)) return void req.once('drain', pump);
+        }
+        if (!answered) req.end();
+      };
+      pump();
+    });
+    expect(streamed.status).toBe(400);
+    expect(JSON.parse(streamed.body)).toMatchObject(INVALID_INPUT);
+    // The router still serves.
+    value(await rpc(router.url, 'query.execute', COUNT, { board: BOARD }));
   });
 
   it('proxies /watch from one node, streamed', async () => {

@@ -7,7 +7,7 @@ export {
   type BoardNodeConfig,
   ConfigError,
   loadConfig,
-  optionDeclarations,
+  OPTIONS,
   type RawOptions,
 } from './config.js';
 export { BoardError, boardError } from './errors.js';

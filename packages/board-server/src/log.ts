@@ -1,9 +1,2 @@
-import { pino } from 'pino';
-
-/** The structured logger every service takes. */
-export type Logger = pino.Logger;
-
-/** Creates the node's logger (JSON lines on stderr). */
-export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  return pino({ level, base }, pino.destination(2));
-}
+/** The logger every service takes: `@support/server`'s factory (pino, JSON lines on stderr). */
+export { createLogger, type Logger } from '@support/server';

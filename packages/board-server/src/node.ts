@@ -1,5 +1,7 @@
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
+import type { Server } from 'node:http';
+import { fail } from '@board/protocol';
+import { getRequestListener } from '@hono/node-server';
+import { closeServer, createHttpServer, listen } from '@support/server';
 import { ChangeNotifier } from './changelog/change-notifier.js';
 import { RetentionService } from './changelog/retention.js';
 import type { BoardNodeConfig } from './config.js';
@@ -78,31 +80,20 @@ export async function startBoardNode(
   };
   const services = [notifier.run(life.signal), retention.run(life.signal)];
   const app = createApp(ctx, life.signal);
-  let server: ServerType;
+  // Requests so malformed that Node's HTTP parser refuses them, or that no handler can serve
+  // (no Host, `Host: a b`, `OPTIONS *`), are answered in the envelope too.
+  const server: Server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
+    envelope: (message) => fail('InvalidInput', message),
+  });
+  let port: number;
   try {
-    server = await new Promise<ServerType>((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-      s.once('error', reject);
-    });
+    port = await listen(server, config.port, config.host);
   } catch (err) {
     life.abort();
     await Promise.allSettled(services);
     await store.close();
     throw err;
   }
-  // Requests so malformed that Node's HTTP parser rejects them never reach Hono: answer them
-  // with the envelope too.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    if (!socket.writable) return socket.destroy();
-    const body = JSON.stringify({
-      status: 'error',
-      error: { _tag: 'InvalidInput', message: `malformed HTTP request: ${err.code ?? 'parse error'}` },
-    });
-    socket.end(
-      `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
-  });
-  const port = (server.address() as AddressInfo).port;
   log.info({ port, host: config.host, store: store.kind, auth: config.auth }, 'board-node listening');
 
   let resolveStopped!: () => void;
@@ -113,14 +104,8 @@ export async function startBoardNode(
   const stop = () => {
     stopping ??= (async () => {
       life.abort();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        // SSE streams end on abort; anything idle goes now.
-        (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
-        setTimeout(() => {
-          (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-        }, 2000).unref();
-      });
+      // SSE streams end on abort; anything idle goes now, the rest within 2 s.
+      await closeServer(server, 2000);
       await Promise.allSettled(services);
       replicas.closeAll();
       await store.close();

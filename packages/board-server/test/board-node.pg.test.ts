@@ -4,6 +4,7 @@
  */
 import { boardAdmin, createLogger, mintToken, openStore } from '@board/server';
 import { describeStore, removeDataDir, STORES, type TestStore, tempDir } from '@support/pg/testing';
+import { malformedAnswers } from '@support/server/testing';
 import { decodeJwt } from 'jose';
 import { expect, it } from 'vitest';
 import {
@@ -21,6 +22,7 @@ import {
 } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
+const INVALID_INPUT = { status: 'error', error: { _tag: 'InvalidInput' } };
 type Outcome = {
   result: { columns: string[]; rows: unknown[][] };
   cache: string;
@@ -105,9 +107,18 @@ for (const storeName of STORES) {
         await flagged.stop();
         await removeDataDir(dir2);
       }
-      const bad = await cli(['--port', 'seventy'], env);
-      expect(bad.code).toBe(1);
-      expect(bad.stderr).toContain('BOARD_PORT');
+      const bad = await cli(['--port', 'seventy'], { ...env, BOARD_POLL_MS: '5000', BOARD_AUTH: 'maybe' });
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/^board-node: invalid configuration:\n/);
+      for (const name of ['BOARD_PORT (--port)', 'BOARD_POLL_MS (--poll-ms)', 'BOARD_AUTH (--auth)']) {
+        expect(bad.stderr).toContain(`  - ${name}: `);
+      }
+      const badSub = await cli(['board', 'list', '--retention-max-changes', '0'], env);
+      expect(badSub.code).toBe(2);
+      expect(badSub.stderr).toContain('BOARD_RETENTION_MAX_CHANGES (--retention-max-changes)');
+      const unknown = await cli(['--prot', '1'], env);
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toContain("unknown option '--prot'");
     });
 
     it('board list shows boards, their columns and watermarks', async () => {
@@ -218,7 +229,8 @@ for (const storeName of STORES) {
         watermark: expect.any(Number),
       });
       const noSecret = await cli(['token', 'mint', '--board', 'tasks'], { ...env, BOARD_TOKEN_SECRET: '' });
-      expect(noSecret.code).toBe(1);
+      expect(noSecret.code).toBe(2);
+      expect(noSecret.stderr).toContain('BOARD_TOKEN_SECRET');
     });
 
     it('writes return gap-free watermarks and reads see them, with types and epoch-micros timestamps', async () => {
@@ -483,6 +495,44 @@ for (const storeName of STORES) {
       const res = await watch(node.url, { board: 'tasks', token: short, timeoutMs: 15_000 });
       expect(res.status).toBe(200);
       expect(res.ended).toBe(true);
+    });
+
+    it('keeps the stream of a long-lived token open: a 30-day token still gets heartbeats and changes', async () => {
+      // 30 days is past what one Node timer can wait (2^31-1 ms, about 24.8 days): an unclamped
+      // expiry timer fires at once and ends the stream before anything is delivered.
+      const long = await mintToken(TOKEN_SECRET, {
+        boards: ['tasks'],
+        verbs: ['read'],
+        ttlSec: 30 * 24 * 3600,
+      });
+      let wrote = false;
+      const res = await watch(node.url, {
+        board: 'tasks',
+        token: long,
+        timeoutMs: 15_000,
+        until: (items) => {
+          if (!wrote && items.some((i) => 'comment' in i)) {
+            wrote = true;
+            void insert('tasks', [{ id: 'long-lived-watch' }]);
+          }
+          return events(items).some((e) => e.event === 'change');
+        },
+      });
+      expect(res.status).toBe(200);
+      expect(res.ended).toBe(false);
+      expect(res.items.find((i) => 'comment' in i)).toEqual({ comment: 'hb' });
+      expect(events(res.items)).toEqual([
+        expect.objectContaining({ event: 'change', data: expect.objectContaining({ kind: 'insert' }) }),
+      ]);
+      expect(events(res.items)[0]).toMatchObject({
+        data: { payload: { rows: [{ id: 'long-lived-watch' }] } },
+      });
+    });
+
+    it('answers requests the HTTP parser refuses with InvalidInput in the envelope', async () => {
+      for (const answer of Object.values(await malformedAnswers(Number(new URL(node.url).port)))) {
+        expect(answer).toMatchObject({ status: 400, contentType: 'application/json', body: INVALID_INPUT });
+      }
     });
 
     it('takes the watch board from a pinning token, and releases a closed stream', async () => {

@@ -1,42 +1,20 @@
-import { pino } from 'pino';
-import { ConfigError, helpText, loadConfig } from './config.js';
+import { addOptions, createLogger, createProgram, flagValues, runMain } from '@support/server';
+import { loadConfig, OPTIONS } from './config.js';
 import { Orchestrator } from './server.js';
 
-/** Entry point of `orchd`: the only place that prints to the terminal and sets the exit status. */
-async function main(): Promise<number> {
-  let invocation: ReturnType<typeof loadConfig>;
-  try {
-    invocation = loadConfig(process.argv.slice(2), process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`orchd: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
-  if (invocation.help) {
-    process.stdout.write(helpText());
-    return 0;
-  }
-  const logger = pino({ level: invocation.config.logLevel, base: { service: 'orchd' } });
-  // Listen for signals before starting, so that one arriving during start-up still stops cleanly.
-  const stopRequested = new Promise<void>((resolve) => {
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+// Entry point of `orchd`: status 2 for configuration, 1 when it cannot start, 0 after a clean stop.
+await runMain('orchd', async (signal) => {
+  const program = createProgram(
+    'orchd',
+    'The orchestrator: HTTP API under /v1, /login and /logout, the dashboard.',
+  );
+  addOptions(program, OPTIONS).action(async (_opts, cmd) => {
+    const config = loadConfig(flagValues(cmd, OPTIONS), process.env);
+    const logger = createLogger(config.logLevel, { service: 'orchd' });
+    const orchestrator = new Orchestrator(config, logger, (url) =>
+      process.stdout.write(`orchd listening on ${url}\n`),
+    );
+    await orchestrator.run(signal);
   });
-  const orchestrator = new Orchestrator(invocation.config, logger);
-  try {
-    await orchestrator.run();
-  } catch (err) {
-    process.stderr.write(`orchd: cannot start: ${(err as Error).message}\n`);
-    await orchestrator.stop().catch(() => undefined);
-    return 1;
-  }
-  await stopRequested;
-  logger.info('orchd stopping');
-  await orchestrator.stop();
-  return 0;
-}
-
-process.exitCode = await main();
-// Nothing should keep running after a clean stop; make sure of it.
-setTimeout(() => process.exit(), 2000).unref();
+  await program.parseAsync(process.argv);
+});

@@ -1,9 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { join } from 'node:path';
-import { type ServerType, serve } from '@hono/node-server';
-import type { Logger } from 'pino';
+import { getRequestListener } from '@hono/node-server';
+import type { ErrorBody } from '@orch/protocol';
+import {
+  closeServer,
+  createHttpServer,
+  type Logger,
+  listen,
+  listenUrl,
+  runServices,
+  type Service,
+  type Startable,
+  serveUntilAborted,
+} from '@support/server';
 import { buildApp } from './api/app.js';
 import { openApiDocument } from './api/openapi.js';
 import { type AnyRoute, route } from './api/route.js';
@@ -33,25 +44,38 @@ import { SnapshotsRepo } from './store/snapshots-repo.js';
 const KEY_CHECK_SETTING = 'token_encryption_key_check';
 const KEY_CHECK_PLAINTEXT = 'orchd token encryption key check';
 
+/** The envelope of requests too malformed for any route (parser refusals, bad Host, `OPTIONS *`). */
+const malformed = (message: string): ErrorBody => ({ error: { code: 'invalid_argument', message } });
+
 /**
- * The orchestrator process: store, HTTP API and host health monitor, started by `run()` and taken
- * down in reverse order by `stop()`.
+ * The orchestrator process as a service: store, HTTP API, host health monitor and reconciler,
+ * started by `run(signal)` and taken down in reverse order when the signal aborts.
  */
-export class Orchestrator {
+export class Orchestrator implements Service, Startable {
+  readonly name = 'orchd';
   private store: Store | undefined;
-  private server: ServerType | undefined;
-  private monitor: HealthMonitor | undefined;
-  private reconciler: Reconciler | undefined;
+  private server: Server | undefined;
+  private readonly loopsLife = new AbortController();
+  private loops: Promise<void> | undefined;
   private envs: EnvironmentService | undefined;
   private consoles: ConsoleProxy | undefined;
 
   constructor(
     private readonly config: Config,
     private readonly logger: Logger,
+    private readonly onListening: (url: string) => void = () => undefined,
   ) {}
 
-  /** Starts everything; resolves with the bound port once requests are served. */
-  async run(): Promise<{ port: number }> {
+  /**
+   * Starts everything, calls `onListening` once requests are served, runs until `signal` aborts,
+   * then stops. Rejects (after undoing what had started) when it cannot start.
+   */
+  run(signal: AbortSignal): Promise<void> {
+    return serveUntilAborted(signal, this, this.onListening);
+  }
+
+  /** Starts everything; resolves with the URL it serves once requests are served. */
+  async start(): Promise<string> {
     const { config, logger } = this;
     const allowlist = new CidrAllowlist(config.allowedCidrs);
     this.store = await openStore(config, logger);
@@ -64,19 +88,20 @@ export class Orchestrator {
     const hostsRepo = new HostsRepo(this.store.db);
     const envRepo = new EnvironmentsRepo(this.store.db);
     const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
-    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutS * 1000);
+    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000);
     const envs = new EnvironmentService(
       envRepo,
       hosts,
       agents,
       box,
-      { createMs: config.createTimeoutS * 1000, pollMs: 250 },
+      { createMs: config.createTimeoutSec * 1000, pollMs: 250 },
       logger,
     );
     this.envs = envs;
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
     const snapshots = new SnapshotService(snapshotsRepo, envs, logger);
-    this.consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
+    const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
+    this.consoles = consoles;
 
     const routes: AnyRoute[] = [
       ...sessionRoutes(auth, sessions, config.secureCookies),
@@ -99,70 +124,50 @@ export class Orchestrator {
       mountDashboard(a, auth, apiKeys !== undefined, new URL('./dashboard/', import.meta.url)),
     );
 
-    this.monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalS * 1000, logger);
-    this.monitor.run();
-    this.reconciler = new Reconciler(
+    const monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalSec * 1000, logger);
+    const reconciler = new Reconciler(
       envs,
       snapshots,
       envRepo,
       hostsRepo,
-      config.reconcileIntervalS * 1000,
-      config.createTimeoutS * 1000,
+      config.reconcileIntervalSec * 1000,
+      config.createTimeoutSec * 1000,
       logger,
     );
-    this.reconciler.run();
+    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler]);
 
-    const port = await new Promise<number>((resolve, reject) => {
-      this.server = serve(
-        { fetch: app.fetch, port: config.port, hostname: config.listen },
-        (info: AddressInfo) => resolve(info.port),
-      );
-      this.server.once('error', reject);
-      const consoles = this.consoles!;
-      this.server.on('upgrade', (req, socket, head) => void consoles.handleUpgrade(req, socket, head));
-      // Requests too malformed for the HTTP parser still get the error envelope, never a bare 400.
-      this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-        if (!socket.writable) return socket.destroy();
-        const body = JSON.stringify({
-          error: {
-            code: 'invalid_argument',
-            message: `malformed HTTP request: ${err.code ?? 'parse error'}`,
-          },
-        });
-        socket.end(
-          `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-        );
-      });
+    this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
+      envelope: malformed,
+      upgrade: (req, socket, head) => void consoles.handleUpgrade(req, socket, head),
     });
-    if (auth.passThrough && !['127.0.0.1', '::1', 'localhost'].includes(config.listen)) {
+    const port = await listen(this.server, config.port, config.host);
+    if (auth.passThrough && !['127.0.0.1', '::1', 'localhost'].includes(config.host)) {
       logger.warn(
-        { listen: config.listen },
+        { host: config.host },
         'authentication is disabled (no master token, no key store) on a non-loopback address',
       );
     }
     logger.info(
       {
         port,
-        listen: config.listen,
+        host: config.host,
         store: this.store.mode,
         auth: auth.passThrough ? 'disabled' : 'required',
         api_keys: !!apiKeys,
       },
       'orchd listening',
     );
-    return { port };
+    return listenUrl(config.host, port);
   }
 
+  /** Stops what started (also after a partial start). */
   async stop(): Promise<void> {
-    await this.monitor?.stop();
-    await this.reconciler?.stop();
+    this.logger.info('orchd stopping');
+    this.loopsLife.abort();
+    await this.loops;
     await this.envs?.stop();
     this.consoles?.close();
-    await new Promise<void>((resolve) => {
-      if (!this.server) return resolve();
-      this.server.close(() => resolve());
-      (this.server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-    });
+    if (this.server) await closeServer(this.server);
     await this.store?.close();
   }
 

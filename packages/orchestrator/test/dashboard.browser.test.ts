@@ -35,7 +35,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     orchd = await OrchdProcess.start({
       ORCH_DATA_DIR: data.dir,
       ORCH_AUTH_TOKEN: MASTER,
-      ORCH_RECONCILE_INTERVAL: '1',
+      ORCH_RECONCILE_INTERVAL_SEC: '1',
     });
     agent = await FakeAgent.start(AGENT_TOKEN);
     const reg = await orchd.request('POST', '/v1/hosts', {

@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { ERROR_CODES } from '@orch/protocol';
 import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
+import { malformedAnswers } from '@support/server/testing';
 import fc from 'fast-check';
 import { afterAll, expect, test } from 'vitest';
 import { FakeAgent } from './fake-agent.js';
@@ -245,6 +246,14 @@ test.skipIf(skip)('requests the HTTP parser rejects still get the error envelope
     const [head, bodyText] = answer.split('\r\n\r\n');
     expect(head, payload.slice(0, 40)).toMatch(/^HTTP\/1\.1 4\d\d /);
     expect(JSON.parse(bodyText!)).toMatchObject({ error: { code: 'invalid_argument' } });
+  }
+  // Requests the parser lets through but no route can serve: a bad or missing Host, `OPTIONS *`.
+  for (const answer of Object.values(await malformedAnswers(orchd.port))) {
+    expect(answer).toMatchObject({
+      status: 400,
+      contentType: 'application/json',
+      body: { error: { code: 'invalid_argument' } },
+    });
   }
   expect((await orchd.request('GET', '/v1/hosts', { token: MASTER })).status).toBe(200);
 });

@@ -33,7 +33,7 @@ describeStores('orchd on the %s store', (store) => {
       ...env,
       ORCH_AUTH_TOKEN: MASTER,
       MICROVM_AGENT_TOKEN: DEFAULT_AGENT_TOKEN,
-      ORCH_HOST_HEALTH_INTERVAL: '1',
+      ORCH_HOST_HEALTH_INTERVAL_SEC: '1',
     };
     orchd = await OrchdProcess.start(env);
   });

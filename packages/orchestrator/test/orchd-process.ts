@@ -24,8 +24,8 @@ export class OrchdProcess {
   }
 
   /**
-   * Starts orchd with these settings (ORCH_PORT defaults to a free port) and waits until it logs
-   * that it listens (so the log level is at least info).
+   * Starts orchd with these settings (ORCH_PORT defaults to a free port) and waits until it prints
+   * its `orchd listening on <url>` line (stdout; its JSON logs go to stderr).
    */
   static async start(env: Record<string, string>, args: string[] = []): Promise<OrchdProcess> {
     const fullEnv = {
@@ -49,9 +49,10 @@ export class OrchdProcess {
       }, 60_000);
       lines.on('line', (l) => {
         output.push(l);
-        if (l.includes('"orchd listening"')) {
+        const m = /^orchd listening on http:\/\/.*:(\d+)$/.exec(l);
+        if (m) {
           clearTimeout(timer);
-          resolve(JSON.parse(l).port as number);
+          resolve(Number(m[1]));
         }
       });
       proc.once('exit', (code) => {

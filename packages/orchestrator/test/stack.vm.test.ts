@@ -31,7 +31,7 @@ describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', ()
         ...env,
         ORCH_AUTH_TOKEN: MASTER,
         MICROVM_AGENT_TOKEN: agent.token,
-        ORCH_RECONCILE_INTERVAL: '2',
+        ORCH_RECONCILE_INTERVAL_SEC: '2',
       });
       expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
       const reg = await orch('host', 'register', '--url', agent.url, '--id', 'local');

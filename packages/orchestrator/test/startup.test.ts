@@ -1,15 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runBin } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
 
 const ORCHD = fileURLToPath(new URL('../bin/orchd.js', import.meta.url));
-const run = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [ORCHD, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+const run = (args: string[], env: Record<string, string>) => runBin(ORCHD, args, env);
 
 test('orchd --help lists every flag and variable', () => {
   const r = run(['--help'], {});
@@ -26,20 +21,28 @@ test('orchd --help lists every flag and variable', () => {
     'MICROVM_AGENT_TOKEN',
     'ORCH_DATA_DIR',
     'ORCH_ALLOWED_CIDRS',
+    '--host',
+    'ORCH_HOST',
+    '--reconcile-interval-sec',
+    'ORCH_RECONCILE_INTERVAL_SEC',
   ]) {
     expect(r.stdout).toContain(name);
   }
 });
 
 test('orchd refuses to start on invalid configuration, naming every problem, with exit status 2', () => {
-  const r = run([], { ORCH_REQUIRE_AUTH: 'true', TOKEN_ENCRYPTION_KEY: 'nope' });
+  const r = run(['--port', 'x'], { ORCH_REQUIRE_AUTH: 'true', TOKEN_ENCRYPTION_KEY: 'nope' });
   expect(r.status).toBe(2);
   expect(r.stderr).toBe(
     'orchd: invalid configuration:\n' +
-      '  - TOKEN_ENCRYPTION_KEY must be 32 bytes as base64 or 64 hex characters (generate one: openssl rand -base64 32)\n' +
-      '  - ORCH_REQUIRE_AUTH=true needs a master token: set ORCH_AUTH_TOKEN or --auth-token\n',
+      '  - ORCH_PORT (--port): Invalid input: expected number, received NaN\n' +
+      '  - TOKEN_ENCRYPTION_KEY: must be 32 bytes as base64 or 64 hex characters (generate one: openssl rand -base64 32)\n' +
+      '  - ORCH_REQUIRE_AUTH (--require-auth), ORCH_AUTH_TOKEN (--auth-token): true needs a master token: set ORCH_AUTH_TOKEN or --auth-token\n',
   );
   expect(r.stdout).toBe('');
+  const unknown = run(['--listen', '0.0.0.0'], {});
+  expect(unknown.status).toBe(2);
+  expect(unknown.stderr).toContain("unknown option '--listen'");
 });
 
 const data = tempDataDir();

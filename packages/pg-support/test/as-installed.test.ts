@@ -49,6 +49,12 @@ const PROGRAMS: Record<string, [program: string, prints: string]> = {
      console.log(isStoreUnavailable(new Error('Connection terminated')), pg.layout.pgData);`,
     'true /srv/app/pg/data',
   ],
+  '@support/server': [
+    `import { MAX_TIMER_MS, setLongTimeout } from '@support/server';
+     setLongTimeout(() => console.log('fired early'), 30 * 24 * 3600 * 1000).unref();
+     console.log(MAX_TIMER_MS);`,
+    '2147483647',
+  ],
 };
 
 describe('libraries import as installed', () => {

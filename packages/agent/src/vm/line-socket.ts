@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { sleep } from '@support/server';
 
 /** Connects to a Unix socket that QEMU serves, retrying until it exists or `deadline` passes. */
 export async function connectUnix(path: string, deadline: number): Promise<Socket> {
@@ -14,7 +15,7 @@ export async function connectUnix(path: string, deadline: number): Promise<Socke
       });
     } catch (err) {
       if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 }

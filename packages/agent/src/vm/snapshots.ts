@@ -3,13 +3,14 @@ import { createReadStream, existsSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AgentVm, CreateSnapshotRequest, SnapshotArtifact } from '@orch/protocol';
+import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
 import { CommandError, run } from '../util/run.js';
 import type { Accelerator } from './accel.js';
-import { shellQuote, sleep, type Vm } from './vm.js';
+import { shellQuote, type Vm } from './vm.js';
 
 /** What `snapshots/<id>/snapshot.json` holds. */
 export interface SnapshotMeta extends SnapshotArtifact {

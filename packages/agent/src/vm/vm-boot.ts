@@ -1,6 +1,7 @@
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CreateVmRequest } from '@orch/protocol';
+import { sleep } from '@support/server';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
 import { run } from '../util/run.js';
@@ -12,7 +13,7 @@ import { qemuArgv } from './qemu-argv.js';
 import { spawnQemu } from './qemu-process.js';
 import { Qmp } from './qmp.js';
 import type { SnapshotMeta } from './snapshots.js';
-import { shellQuote, sleep, type Vm } from './vm.js';
+import { shellQuote, type Vm } from './vm.js';
 
 /** What a VM boots from: an image (fresh overlay), or a snapshot's disk (cold) or memory (live). */
 export interface BootSource {

@@ -12,6 +12,7 @@ import {
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
+import { setLongTimeout } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
 import type { ImageStore } from '../images/image-store.js';
@@ -233,7 +234,8 @@ export class VmManager {
     vm.record.started_at = started.toISOString();
     const maxMs = vm.record.spec.max_runtime_seconds * 1000;
     vm.record.expires_at = new Date(started.getTime() + maxMs).toISOString();
-    vm.timer = setTimeout(() => {
+    // max_runtime_seconds is input: beyond 2^31-1 ms a plain setTimeout would fire at once.
+    vm.timer = setLongTimeout(() => {
       logger.info({ vm: vm.record.id }, 'max runtime reached; stopping the VM');
       void this.stop(
         vm,
@@ -256,7 +258,7 @@ export class VmManager {
   /** Ends QEMU (QMP quit, then SIGKILL) and frees ports and channels; keeps the record and disk. */
   private async halt(vm: Vm, state: 'stopped' | 'error', error: string | null): Promise<void> {
     vm.intentionalStop = true;
-    if (vm.timer) clearTimeout(vm.timer);
+    vm.timer?.clear();
     await endQemu(vm);
     this.deps.ports.release(vm.record.ports.map((p) => p.host_port));
     vm.moveTo(state);

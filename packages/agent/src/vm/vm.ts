@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { AGENT_VM_TRANSITIONS, type AgentVm, type AgentVmState, canTransition } from '@orch/protocol';
+import type { LongTimer } from '@support/server';
 import type { GuestChannel } from './guest-channel.js';
 import type { Qmp } from './qmp.js';
 
@@ -30,7 +31,7 @@ export class Vm {
   readonly consoleClients = new Set<(data: Buffer) => void>();
   consoleTail: Buffer = Buffer.alloc(0);
   stderr = '';
-  timer: NodeJS.Timeout | undefined;
+  timer: LongTimer | undefined;
   /** Serializes snapshots and stop. */
   busy: Promise<unknown> = Promise.resolve();
   exited: Promise<void> = Promise.resolve();
@@ -83,8 +84,3 @@ export class Vm {
 
 /** One shell word: `s` single-quoted for the guest's sh. */
 export const shellQuote = (s: string): string => `'${s.replace(/'/g, "'\\''")}'`;
-
-/** Resolves after `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}

@@ -1,8 +1,8 @@
+import { Periodic, type Service, sleep } from '@support/server';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
-import { sleep } from './retention.js';
 
 type Listener = (head: number) => void;
 
@@ -14,7 +14,8 @@ type Listener = (head: number) => void;
  *    also covering a lost LISTEN connection).
  * Listeners are only woken; they read the records themselves, so duplicates are harmless.
  */
-export class ChangeNotifier {
+export class ChangeNotifier implements Service {
+  readonly name = 'change notifier';
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly heads = new Map<string, number>();
 
@@ -64,20 +65,19 @@ export class ChangeNotifier {
     await Promise.all([this.listen ? this.listenLoop(signal) : undefined, this.pollLoop(signal)]);
   }
 
-  private async pollLoop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      const boards = [...this.listeners.keys()];
-      if (boards.length > 0) {
-        try {
-          const r = await sql<{ board_id: string; head: number }>`
-            SELECT board_id, head FROM board_boards WHERE board_id = ANY(${boards}::text[])`.execute(this.db);
-          for (const row of r.rows) this.announce(row.board_id, row.head);
-        } catch (err) {
-          this.log.warn({ err }, 'watch poll failed');
-        }
-      }
-      await sleep(this.pollMs, signal);
-    }
+  private pollLoop(signal: AbortSignal): Promise<void> {
+    return new Periodic({
+      name: 'watch poll',
+      intervalMs: this.pollMs,
+      log: this.log,
+      tick: async () => {
+        const boards = [...this.listeners.keys()];
+        if (boards.length === 0) return;
+        const r = await sql<{ board_id: string; head: number }>`
+          SELECT board_id, head FROM board_boards WHERE board_id = ANY(${boards}::text[])`.execute(this.db);
+        for (const row of r.rows) this.announce(row.board_id, row.head);
+      },
+    }).run(signal);
   }
 
   private async listenLoop(signal: AbortSignal): Promise<void> {

@@ -1,3 +1,4 @@
+import { Periodic, type Service } from '@support/server';
 import { type Kysely, sql } from 'kysely';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
@@ -31,38 +32,24 @@ export async function sweepRetention(db: Kysely<BoardDb>, options: RetentionOpti
   return Number(r.numAffectedRows ?? 0);
 }
 
-/** The retention sweep as a service: `run(signal)` loops until `signal` aborts. */
-export class RetentionService {
-  constructor(
-    private readonly db: Kysely<BoardDb>,
-    private readonly options: RetentionOptions,
-    private readonly log: Logger,
-  ) {}
+/** The retention sweep as a service: `run(signal)` sweeps every `intervalMs` until `signal` aborts. */
+export class RetentionService implements Service {
+  readonly name = 'retention sweep';
+  private readonly loop: Periodic;
 
-  /** Sweeps every `intervalMs` until the signal aborts. */
-  async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        const trimmed = await sweepRetention(this.db, this.options);
-        if (trimmed > 0) this.log.debug({ trimmed }, 'retention: trimmed change records');
-      } catch (err) {
-        this.log.warn({ err }, 'retention sweep failed');
-      }
-      await sleep(this.options.intervalMs, signal);
-    }
+  constructor(db: Kysely<BoardDb>, options: RetentionOptions, log: Logger) {
+    this.loop = new Periodic({
+      name: this.name,
+      intervalMs: options.intervalMs,
+      log,
+      tick: async () => {
+        const trimmed = await sweepRetention(db, options);
+        if (trimmed > 0) log.debug({ trimmed }, 'retention: trimmed change records');
+      },
+    });
   }
-}
 
-/** Resolves after `ms` or as soon as `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+  run(signal: AbortSignal): Promise<void> {
+    return this.loop.run(signal);
+  }
 }

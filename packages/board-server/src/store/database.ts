@@ -1,4 +1,5 @@
 import { EmbeddedPostgres } from '@support/pg';
+import { sleep } from '@support/server';
 import { type Generated, Kysely, type Migration, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.js';
@@ -114,7 +115,7 @@ export async function openStore(options: {
       const { error } = await migrator.migrateToLatest();
       if (!error) break;
       if (attempt >= 5) throw error;
-      await new Promise((r) => setTimeout(r, 100 * attempt));
+      await sleep(100 * attempt);
     }
   } catch (err) {
     await close().catch(() => undefined);

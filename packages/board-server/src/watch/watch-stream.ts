@@ -1,4 +1,5 @@
 import type { ChangeRecord } from '@board/protocol';
+import { setLongTimeout } from '@support/server';
 import type { Kysely } from 'kysely';
 import type { ChangeNotifier } from '../changelog/change-notifier.js';
 import { readBoardHead, readChangesPage } from '../changelog/changes-reader.js';
@@ -60,8 +61,10 @@ export async function runWatch(sink: WatchSink, o: WatchOptions): Promise<void> 
   const heartbeat = setInterval(() => {
     sink.comment('hb').catch(() => stop.abort());
   }, o.heartbeatMs);
+  // Token lifetimes are input: a 30-day token is a delay past what setTimeout can wait (2^31-1 ms),
+  // which would end the stream at once; setLongTimeout waits it in full.
   const expiry =
-    o.expiresAt === undefined ? undefined : setTimeout(() => stop.abort(), Math.max(0, o.expiresAt - now()));
+    o.expiresAt === undefined ? undefined : setLongTimeout(() => stop.abort(), o.expiresAt - now(), now);
   try {
     let cursor = o.after ?? (await readBoardHead(o.db, o.board)).head;
     while (!stop.signal.aborted) {
@@ -83,7 +86,7 @@ export async function runWatch(sink: WatchSink, o: WatchOptions): Promise<void> 
     }
   } finally {
     clearInterval(heartbeat);
-    if (expiry) clearTimeout(expiry);
+    expiry?.clear();
     unsubscribe();
     o.signal.removeEventListener('abort', onOuterAbort);
   }

@@ -11,6 +11,7 @@ import {
   SECRET_NAME,
   SECRET_NAME_RULE,
 } from '@orch/protocol';
+import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { toOrchError } from '../api/errors.js';
 import { randomId } from '../crypto/secrets.js';
@@ -241,7 +242,7 @@ export class EnvironmentService {
     const deadline = Date.now() + this.timeouts.createMs;
     const w = (async () => {
       while (!this.stopping && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, this.timeouts.pollMs));
+        await sleep(this.timeouts.pollMs);
         const row = await this.repo.get(id).catch(() => undefined);
         if (!row) continue;
         if (row.state !== 'creating') return;

@@ -1,6 +1,5 @@
 import { AGENT_VM_PATHS, type AgentVm, AgentVmList, type EnvironmentState } from '@orch/protocol';
-import type { Logger } from 'pino';
-import { Periodic } from '../periodic.js';
+import { type Logger, Periodic, type Service } from '@support/server';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -23,7 +22,8 @@ const VM_LIST_BYTES = 16 << 20;
  *
  * A host that cannot be reached is skipped; its environments keep their state until it answers.
  */
-export class Reconciler {
+export class Reconciler implements Service {
+  readonly name: string;
   private readonly periodic: Periodic;
 
   constructor(
@@ -35,15 +35,18 @@ export class Reconciler {
     private readonly createTimeoutMs: number,
     private readonly logger: Logger,
   ) {
-    this.periodic = new Periodic('reconcile', intervalMs, () => this.once(), logger);
+    this.name = 'reconcile';
+    this.periodic = new Periodic({
+      name: this.name,
+      intervalMs,
+      log: logger,
+      tick: ({ now }) => this.once(now),
+    });
   }
 
-  run(): void {
-    this.periodic.run();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
+  /** Runs a round now and then every interval, until `signal` aborts. */
+  run(signal: AbortSignal): Promise<void> {
+    return this.periodic.run(signal);
   }
 
   /** One round over every host. */

@@ -1,5 +1,4 @@
-import type { Logger } from 'pino';
-import { Periodic } from '../periodic.js';
+import { type Logger, Periodic, type Service } from '@support/server';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import { AgentCallError, fetchAgentInfo } from './agent-client.js';
 import type { HostService } from './host-service.js';
@@ -9,7 +8,8 @@ import type { HostService } from './host-service.js';
  * sharing a database runs one; the writes are idempotent. Store outages are logged and retried on
  * the next round.
  */
-export class HealthMonitor {
+export class HealthMonitor implements Service {
+  readonly name: string;
   private readonly periodic: Periodic;
 
   constructor(
@@ -18,15 +18,13 @@ export class HealthMonitor {
     intervalMs: number,
     logger: Logger,
   ) {
-    this.periodic = new Periodic('health check', intervalMs, () => this.checkAll(), logger);
+    this.name = 'health check';
+    this.periodic = new Periodic({ name: this.name, intervalMs, log: logger, tick: () => this.checkAll() });
   }
 
-  run(): void {
-    this.periodic.run();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
+  /** Runs a round now and then every interval, until `signal` aborts. */
+  run(signal: AbortSignal): Promise<void> {
+    return this.periodic.run(signal);
   }
 
   /** One round over all hosts, in parallel. */

@@ -1,4 +1,5 @@
 import { EmbeddedPostgres, isStoreUnavailable } from '@support/pg';
+import { sleep } from '@support/server';
 import { Kysely, Migrator, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -73,6 +74,6 @@ async function migrate(db: Kysely<Database>, logger: Logger): Promise<void> {
       throw new Error(`the database is not usable: ${(error as Error).message}`);
     }
     logger.warn({ attempt, err: (error as Error).message }, 'database not reachable yet; retrying');
-    await new Promise((r) => setTimeout(r, 1000));
+    await sleep(1000);
   }
 }
