@@ -1,5 +1,5 @@
+import { type Definition, type ExposeEntry, type GpuRequest, IMAGE_WITH_FROM_BUILD } from './definition.js';
 import type { Diagnostic } from './diagnostics.js';
-import { type Definition, type ExposeEntry, type GpuRequest, IMAGE_WITH_FROM_BUILD } from './validate.js';
 
 /** `spec` of the compiled request, keys in wire order. */
 export interface ResourceSpec {

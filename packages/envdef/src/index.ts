@@ -14,6 +14,8 @@ import { validateDefinition } from './validate.js';
 
 export type { Compiled, CompiledRequest, CompileOptions, Manifest, ResourceSpec } from './compile.js';
 export { base64Utf8, checkIdentifier, compileDefinition, shellQuote } from './compile.js';
+export type { Definition, EnvValue, ExposeEntry, GpuRequest, ServiceDefinition } from './definition.js';
+export { DEFAULTS, LIMITS } from './definition.js';
 export type { Diagnostic, Position } from './diagnostics.js';
 export { formatDiagnostic, sortDiagnostics } from './diagnostics.js';
 export { GPU_MODELS, type GpuModel } from './gpu.js';
@@ -29,8 +31,7 @@ export {
   renderYaml,
 } from './render.js';
 export { parseDuration, parseSize } from './units.js';
-export type { Definition, EnvValue, ExposeEntry, GpuRequest, ServiceDefinition } from './validate.js';
-export { DEFAULTS, LIMITS, validateDefinition } from './validate.js';
+export { validateDefinition } from './validate.js';
 
 /** File names looked for, in order, when no path is given (environment-definition.md, "Discovery"). */
 export const DEFINITION_FILE_NAMES = ['orch.yaml', 'orch.yml'] as const;
