@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { agentId, text } from './text.js';
 
+/** The longest `max_runtime_seconds` (365 days, the definition file's own limit for `max_runtime`). */
+export const MAX_RUNTIME_SECONDS = 365 * 86_400;
+
 /**
  * The host-agent protocol beyond `GET /v1/info`: VMs, exec, console, snapshots. HTTP + JSON below
  * the registered agent URL; `Authorization: Bearer <agent token>` on every request (401 otherwise);
@@ -59,7 +62,7 @@ export const VmSpec = z
       .int()
       .min(1)
       .max(1024 * 1024),
-    max_runtime_seconds: z.number().int().min(1),
+    max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS),
     image: text(256, 1).optional(),
     gpu: z
       .object({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })

@@ -26,6 +26,7 @@ export {
   ExecRequest,
   ExecResult,
   ExposePort,
+  MAX_RUNTIME_SECONDS,
   SnapshotArtifact,
   VmSpec,
 } from './agent-vms.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_RUNTIME_SECONDS } from './agent-vms.js';
 import { agentId, text } from './text.js';
 
 /**
@@ -76,6 +77,6 @@ export const SnapshotListQuery = z.strictObject({
 export const RestoreSnapshotBody = z
   .strictObject({
     task_id: text(128, 1).optional(),
-    max_runtime_seconds: z.number().int().min(1).optional(),
+    max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS).optional(),
   })
   .meta({ id: 'RestoreSnapshotBody' });
