@@ -1,14 +1,23 @@
 import { z } from 'zod';
+import { textProblem, textSchema } from './text.js';
 
 /** A cell: string, number, boolean or null. */
 export type Cell = string | number | boolean | null;
 /** A row: column name to cell. */
 export type Row = Record<string, Cell>;
 
-/** Zod schema of a {@link Cell}. Numbers must be finite (JSON cannot carry NaN or Infinity anyway). */
-export const cellSchema = z.union([z.string(), z.number().finite(), z.boolean(), z.null()]);
-/** Zod schema of a {@link Row}. */
-export const rowSchema = z.record(z.string(), cellSchema);
+/**
+ * Zod schema of a {@link Cell}. Numbers must be finite (JSON cannot carry NaN or Infinity anyway);
+ * strings follow the text rule (no NUL, well-formed Unicode; see `text.ts`).
+ */
+export const cellSchema = z.union([textSchema('cell'), z.number().finite(), z.boolean(), z.null()]);
+/** Zod schema of a {@link Row}: column names and string cells follow the text rule. */
+export const rowSchema = z.record(z.string(), cellSchema).superRefine((row, ctx) => {
+  for (const name of Object.keys(row)) {
+    const problem = textProblem(name);
+    if (problem) ctx.addIssue({ code: 'custom', message: `column name ${problem}` });
+  }
+});
 
 /** The base columns every board has, in table order. */
 export const BASE_COLUMNS = ['id', 'updated_at', 'state'] as const;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BOARD_ID_PATTERN } from './board-id.js';
 import { VERBS, type Verb } from './procedures.js';
+import { textSchema } from './text.js';
 
 /** The board key that grants verbs on every board. */
 export const ANY_BOARD = '*';
@@ -20,7 +21,7 @@ export const tokenClaimsSchema = z.object({
   ),
   pin: z.string().regex(BOARD_ID_PATTERN).optional(),
   exp: z.number().int(),
-  sub: z.string().max(200).optional(),
+  sub: textSchema('sub').max(200).optional(),
 });
 
 /** Claims of a capability token. */

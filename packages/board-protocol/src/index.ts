@@ -30,15 +30,34 @@ export type {
 export { WAL_KINDS } from './changes.js';
 export { ANY_BOARD, claimsAllow, type TokenClaims, tokenClaimsSchema } from './claims.js';
 export { fail, ok, type WireEnvelope, type WireError, wireEnvelopeSchema } from './envelope.js';
-export { ERROR_TAGS, type ErrorTag, isErrorTag } from './errors.js';
+export {
+  BoardError,
+  type BoardErrorTag,
+  ERROR_TAGS,
+  type ErrorTag,
+  isErrorTag,
+  TRANSPORT_ERROR_TAGS,
+  type TransportErrorTag,
+} from './errors.js';
+export {
+  type Health,
+  healthSchema,
+  type NodeStats,
+  type ProcedureOutput,
+  type ProcedureOutputs,
+} from './outputs.js';
 export {
   changesReadInput,
   ENTITY,
+  IDEMPOTENT_MARK,
   IDEMPOTENT_PROCEDURES,
+  isIdempotentMark,
   isProcedureName,
   MAX_CHANGES_PAGE,
   MAX_ROWS_PER_MUTATION,
   MAX_SQL_LENGTH,
+  MUTATION_PROCEDURES,
+  mayRetry,
   mutateDeleteInput,
   mutateInsertInput,
   mutateUpdateInput,
@@ -52,6 +71,16 @@ export {
   VERBS,
   type Verb,
 } from './procedures.js';
+export {
+  IDEMPOTENCY_KEY_PATTERN,
+  idempotencyKeySchema,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_ROW_ID_LENGTH,
+  ROW_ID_PATTERN,
+  rowIdSchema,
+  textProblem,
+  textSchema,
+} from './text.js';
 
 /** Request and response header names of the wire contract. */
 export const HEADERS = {

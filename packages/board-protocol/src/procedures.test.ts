@@ -40,3 +40,41 @@ describe('the wire contract', () => {
     });
   });
 });
+
+describe('retry eligibility (one rule for client and router)', () => {
+  it('allows reads always, mutations only when keyed, unknown procedures never', async () => {
+    const { mayRetry, isIdempotentMark } = await import('./procedures.js');
+    expect(['query.execute', 'changes.read', 'node.stats'].map((p) => mayRetry(p, false))).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect(['mutate.insert', 'mutate.update', 'mutate.delete'].map((p) => mayRetry(p, false))).toEqual([
+      false,
+      false,
+      false,
+    ]);
+    expect(['mutate.insert', 'mutate.update', 'mutate.delete'].map((p) => mayRetry(p, true))).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect(mayRetry('unknown.proc', true)).toBe(false);
+    expect(mayRetry('constructor', true)).toBe(false);
+    expect([undefined, '', 'false', 'true', '1'].map((v) => isIdempotentMark(v))).toEqual([
+      false,
+      false,
+      false,
+      true,
+      true,
+    ]);
+  });
+  it('carries the router tags and ResultTooLarge with their statuses', () => {
+    expect(ERROR_TAGS).toMatchObject({
+      NoNodeAvailable: 503,
+      NodeFailed: 502,
+      RouterTimeout: 504,
+      ResultTooLarge: 200,
+    });
+  });
+});

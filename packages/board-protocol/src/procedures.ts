@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { cellSchema, rowSchema } from './cell.js';
+import { idempotencyKeySchema, ROW_ID_PATTERN, rowIdSchema, textProblem, textSchema } from './text.js';
 
 /** Placeholder token names in query SQL: `{{name}}`, name 1 to 32 characters of `A-Za-z0-9_`. */
 export const TOKEN_NAME_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
@@ -8,7 +9,7 @@ export const PLACEHOLDER_PATTERN = /\{\{([^{}]*)\}\}/g;
 /** The one entity a board has. */
 export const ENTITY = 'items';
 
-const idempotencyKey = z.string().min(1).max(200).optional();
+const idempotencyKey = idempotencyKeySchema.optional();
 /** Largest number of rows, patches or ids in one mutation. */
 export const MAX_ROWS_PER_MUTATION = 10_000;
 /** Largest SQL text accepted by `query.execute`, in characters. */
@@ -18,12 +19,12 @@ export const MAX_CHANGES_PAGE = 1_000;
 
 /** Input of `query.execute`. */
 export const queryExecuteInput = z.strictObject({
-  sql: z.string().min(1).max(MAX_SQL_LENGTH),
+  sql: textSchema('sql').min(1).max(MAX_SQL_LENGTH),
   tables: z
     .array(
       z.strictObject({
         token: z.string().regex(TOKEN_NAME_PATTERN, 'token names are 1 to 32 characters of A-Za-z0-9_'),
-        entity: z.string(),
+        entity: textSchema('entity').max(200),
       }),
     )
     .max(32)
@@ -32,16 +33,31 @@ export const queryExecuteInput = z.strictObject({
   minWatermark: z.number().int().nonnegative().optional(),
 });
 
+/**
+ * A row to insert: a {@link rowSchema} whose `id`, when it is a string, is a valid row id (a missing
+ * or non-string id is the handler's `InvalidCell`).
+ */
+const insertRowSchema = rowSchema.superRefine((row, ctx) => {
+  const id = row.id;
+  if (typeof id !== 'string' || textProblem(id) !== undefined) return;
+  if (!ROW_ID_PATTERN.test(id)) {
+    const parsed = rowIdSchema.safeParse(id);
+    for (const issue of parsed.error?.issues ?? []) {
+      ctx.addIssue({ code: 'custom', message: issue.message, path: ['id'] });
+    }
+  }
+});
+
 /** Input of `mutate.insert`. */
 export const mutateInsertInput = z.strictObject({
-  rows: z.array(rowSchema).min(1).max(MAX_ROWS_PER_MUTATION),
+  rows: z.array(insertRowSchema).min(1).max(MAX_ROWS_PER_MUTATION),
   idempotencyKey,
 });
 
 /** Input of `mutate.update`: single-row patches applied as one atomic write. */
 export const mutateUpdateInput = z.strictObject({
   updates: z
-    .array(z.strictObject({ id: z.string().min(1), patch: rowSchema }))
+    .array(z.strictObject({ id: rowIdSchema, patch: rowSchema }))
     .min(1)
     .max(MAX_ROWS_PER_MUTATION),
   idempotencyKey,
@@ -49,7 +65,7 @@ export const mutateUpdateInput = z.strictObject({
 
 /** Input of `mutate.delete`. */
 export const mutateDeleteInput = z.strictObject({
-  ids: z.array(z.string().min(1)).min(1).max(MAX_ROWS_PER_MUTATION),
+  ids: z.array(rowIdSchema).min(1).max(MAX_ROWS_PER_MUTATION),
   idempotencyKey,
 });
 
@@ -93,3 +109,39 @@ export const IDEMPOTENT_PROCEDURES: readonly ProcedureName[] = [
   'changes.read',
   'node.stats',
 ];
+
+/** The mutations: retryable only when they carry an idempotency key. */
+export const MUTATION_PROCEDURES: readonly ProcedureName[] = [
+  'mutate.insert',
+  'mutate.update',
+  'mutate.delete',
+];
+
+/**
+ * The retry-eligibility rule of the contract, used by the client (before re-sending after a
+ * transport failure) and by the router (before hedging or failing over): reads may always be sent
+ * again; a mutation only when it carries an `idempotencyKey` (`keyed`; on the wire, the
+ * `x-data-idempotent` header, see {@link isIdempotentMark}); anything else (an unknown procedure)
+ * never.
+ *
+ * @example
+ * mayRetry('query.execute', false); // true
+ * mayRetry('mutate.insert', false); // false
+ * mayRetry('mutate.insert', true); // true
+ */
+export function mayRetry(procedure: string, keyed: boolean): boolean {
+  if (!isProcedureName(procedure)) return false;
+  if (IDEMPOTENT_PROCEDURES.includes(procedure)) return true;
+  return keyed && MUTATION_PROCEDURES.includes(procedure);
+}
+
+/** The value a client sends in `x-data-idempotent` exactly when the body carries an `idempotencyKey`. */
+export const IDEMPOTENT_MARK = 'true';
+
+/**
+ * Whether an `x-data-idempotent` header value marks the request as keyed: any value but absent,
+ * empty or `false` (the router reads the header, never the body).
+ */
+export function isIdempotentMark(value: string | string[] | undefined | null): boolean {
+  return typeof value === 'string' && value !== '' && value !== 'false';
+}

@@ -95,7 +95,24 @@ export const OPTIONS = declareOptions({
     env: 'BOARD_QUERY_TIMEOUT_MS',
     flag: '--query-timeout-ms <ms>',
     schema: millisecondsSchema(30_000),
-    description: 'a replica query running longer is interrupted (tag QueryTimeout)',
+    description:
+      'deadline of a replica query, from checking the SQL to the encoded result; past it the query is interrupted (tag QueryTimeout)',
+  },
+  maxResultRows: {
+    env: 'BOARD_MAX_RESULT_ROWS',
+    flag: '--max-result-rows <n>',
+    schema: z.coerce.number().int().min(1).default(100_000),
+    description: 'rows a query may return; beyond it the query stops with ResultTooLarge',
+  },
+  maxResultBytes: {
+    env: 'BOARD_MAX_RESULT_BYTES',
+    flag: '--max-result-bytes <n>',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(32 * 1024 * 1024),
+    description: 'bytes of JSON rows a query may return; beyond it the query stops with ResultTooLarge',
   },
   pollMs: {
     env: 'BOARD_POLL_MS',

@@ -26,5 +26,5 @@ function program(signal: AbortSignal): Command {
 
 // Status 2 for configuration, 1 when the node cannot start or a command fails, 0 otherwise.
 await runMain('board-node', (signal) => program(signal).parseAsync(process.argv), {
-  describeError: (err) => (err instanceof BoardError ? `${err.tag}: ${err.message}` : undefined),
+  describeError: (err) => (err instanceof BoardError ? `${err._tag}: ${err.message}` : undefined),
 });

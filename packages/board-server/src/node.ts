@@ -55,7 +55,11 @@ export async function startBoardNode(
     store.db,
     config.dataDir,
     { maxOpen: config.replicaMaxOpen, memoryMb: config.replicaMemoryMb },
-    config.queryTimeoutMs,
+    {
+      timeoutMs: config.queryTimeoutMs,
+      maxRows: config.maxResultRows,
+      maxBytes: config.maxResultBytes,
+    },
     log,
   );
   const retention = new RetentionService(

@@ -63,35 +63,27 @@ export async function applyMutation(
   if (rows && known) {
     const rowsJson = JSON.stringify(rows);
     const names = ['state', ...known.columns.map((c) => c.name)];
-    try {
-      const r = await sql<{ head: number }>`
-        WITH b AS (
-          UPDATE board_boards SET head = head + 1
-          WHERE board_id = ${board} AND board_no = ${known.boardNo} AND columns = ${known.columnsJson}::jsonb
-          RETURNING head, (extract(epoch FROM now()) * 1000000)::bigint AS now_us
-        ),
-        r AS (
-          INSERT INTO ${sql.table(boardTable(known.boardNo))} (id, updated_at, ${sql.join(names.map((n) => sql.id(n)))})
-          SELECT x.id, now(), ${sql.join([sql.ref('x.state'), ...known.columns.map((c) => columnValue(c.name, c.type))])}
-          FROM b, jsonb_to_recordset(${rowsJson}::jsonb) AS x(${recordType(known.columns)})
-        ),
-        c AS (
-          INSERT INTO board_changes (board_id, seq, kind, payload, actor)
-          SELECT ${board}, b.head, 'insert', jsonb_build_object('updatedAt', b.now_us, 'rows', ${rowsJson}::jsonb), ${options.actor ?? null}::text
-          FROM b
-        )
-        SELECT b.head, pg_notify('board_changes', ${board}::text || ':' || b.head::text) FROM b`.execute(db);
-      const head = r.rows[0]?.head;
-      if (head !== undefined) return { watermark: head };
-    } catch (err) {
-      if ((err as { code?: string }).code === '23505') {
-        throw boardError(
-          'DuplicateRow',
-          `a row with one of these ids already exists: ${(err as Error).message}`,
-        );
-      }
-      throw err;
-    }
+    // A duplicate id (23505) or any other store error travels to `toWireError`, whose store-error
+    // mapper names it (`DuplicateRow` with the id) without PostgreSQL's raw text.
+    const r = await sql<{ head: number }>`
+      WITH b AS (
+        UPDATE board_boards SET head = head + 1
+        WHERE board_id = ${board} AND board_no = ${known.boardNo} AND columns = ${known.columnsJson}::jsonb
+        RETURNING head, (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+      ),
+      r AS (
+        INSERT INTO ${sql.table(boardTable(known.boardNo))} (id, updated_at, ${sql.join(names.map((n) => sql.id(n)))})
+        SELECT x.id, now(), ${sql.join([sql.ref('x.state'), ...known.columns.map((c) => columnValue(c.name, c.type))])}
+        FROM b, jsonb_to_recordset(${rowsJson}::jsonb) AS x(${recordType(known.columns)})
+      ),
+      c AS (
+        INSERT INTO board_changes (board_id, seq, kind, payload, actor)
+        SELECT ${board}, b.head, 'insert', jsonb_build_object('updatedAt', b.now_us, 'rows', ${rowsJson}::jsonb), ${options.actor ?? null}::text
+        FROM b
+      )
+      SELECT b.head, pg_notify('board_changes', ${board}::text || ':' || b.head::text) FROM b`.execute(db);
+    const head = r.rows[0]?.head;
+    if (head !== undefined) return { watermark: head };
     options.cache?.delete(board);
   }
   return await db.transaction().execute(async (tx) => {
@@ -127,19 +119,10 @@ export async function applyMutation(
       case 'insert': {
         const rows = checkInsert(columns, mutation.rows);
         const payload: InsertPayload = { updatedAt: b.now_us, rows };
-        try {
-          await sql`WITH r AS (${insertStatement(table, columns, rows)}), ${finish('insert', payload)}`.execute(
-            tx,
-          );
-        } catch (err) {
-          if ((err as { code?: string }).code === '23505') {
-            throw boardError(
-              'DuplicateRow',
-              `a row with one of these ids already exists: ${(err as Error).message}`,
-            );
-          }
-          throw err;
-        }
+        // A duplicate id fails here with 23505: `mapStoreError` answers `DuplicateRow` naming it.
+        await sql`WITH r AS (${insertStatement(table, columns, rows)}), ${finish('insert', payload)}`.execute(
+          tx,
+        );
         break;
       }
       case 'update': {

@@ -5,11 +5,12 @@ import { type Kysely, sql } from 'kysely';
 import { boardTable } from '../boards/board-admin.js';
 import { parseColumns } from '../boards/columns.js';
 import { readRecords } from '../changelog/changes-reader.js';
+import { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { bindPlaceholders } from './query-guard.js';
-import { Replica, removeReplicaFiles } from './replica.js';
+import { type QueryLimits, Replica, removeReplicaFiles } from './replica.js';
 
 const CHANGE_PAGE = 500;
 const REBUILD_BATCH = 50_000;
@@ -48,7 +49,7 @@ export class ReplicaCache {
     private readonly db: Kysely<BoardDb>,
     dataDir: string,
     private readonly budget: ReplicaBudget,
-    private readonly queryTimeoutMs: number,
+    private readonly limits: QueryLimits,
     private readonly log: Logger,
   ) {
     this.dir = join(dataDir, 'replicas');
@@ -82,7 +83,10 @@ export class ReplicaCache {
     };
   }
 
-  /** `query.execute`: sync the board's replica, check the floor, run the query. */
+  /**
+   * `query.execute`: sync the board's replica, check the floor, run the query (bounded by the
+   * limits: deadline, rows, bytes). The outcome comes back encoded (see {@link EncodedJson}).
+   */
   async execute(
     board: string,
     input: {
@@ -91,13 +95,13 @@ export class ReplicaCache {
       params: Cell[];
       minWatermark?: number | undefined;
     },
-  ): Promise<QueryOutcome> {
+  ): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
     return await this.withLock(board, async () => {
       const t0 = performance.now();
       const { replica, cache, sync } = await this.sync(board, input.minWatermark);
       const t1 = performance.now();
-      const result = await replica.query(sqlText, input.params, this.queryTimeoutMs);
+      const result = await replica.query(sqlText, input.params, this.limits);
       const t2 = performance.now();
       // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
       const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
@@ -108,14 +112,25 @@ export class ReplicaCache {
       } else {
         this.requestsSinceSample.set(board, requests);
       }
-      return {
-        result,
+      // The rows are already JSON: the rest of the outcome is written around them, in the field
+      // order of QueryOutcome.
+      const rest: Omit<QueryOutcome, 'result'> = {
         sync,
         cache,
         syncMs: round(t1 - t0),
         queryMs: round(t2 - t1),
         watermark: replica.watermark,
       };
+      const tail = JSON.stringify(rest);
+      const parts: Buffer[] = [
+        Buffer.from(`{"result":{"columns":${JSON.stringify(result.columns)},"rows":[`),
+      ];
+      result.chunks.forEach((chunk, i) => {
+        if (i > 0) parts.push(COMMA);
+        parts.push(chunk);
+      });
+      parts.push(Buffer.from(`]},${tail.slice(1)}`));
+      return new EncodedJson<QueryOutcome>(parts);
     });
   }
 
@@ -291,6 +306,8 @@ export class ReplicaCache {
     }
   }
 }
+
+const COMMA = Buffer.from(',');
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;

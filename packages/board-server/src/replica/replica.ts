@@ -1,4 +1,7 @@
 import { rm, stat } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname } from 'node:path';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type {
   Cell,
   ChangeRecord,
@@ -6,7 +9,6 @@ import type {
   ColumnType,
   DeletePayload,
   InsertPayload,
-  QueryResult,
   Row,
   SchemaPayload,
   UpdatePayload,
@@ -20,9 +22,28 @@ import {
   StatementType,
 } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
-import { boardError } from '../errors.js';
+import { BoardError, boardError } from '../errors.js';
 import { toCell } from './duck-values.js';
 import { isReadStatement, REPLICA_TABLE } from './query-guard.js';
+import { checkSources } from './source-guard.js';
+
+/** Bounds of one query: its deadline and the largest result it may return. */
+export interface QueryLimits {
+  timeoutMs: number;
+  maxRows: number;
+  maxBytes: number;
+}
+
+/**
+ * A query result, already encoded: `chunks` joined with commas are the JSON rows (without the
+ * enclosing brackets), `bytes` their size plus separators.
+ */
+export interface EncodedResult {
+  columns: string[];
+  rowCount: number;
+  bytes: number;
+  chunks: Buffer[];
+}
 
 const META_TABLE = 'replica_meta';
 /** Prepared read statements kept per replica (by SQL text). */
@@ -48,6 +69,8 @@ function instanceOptions(memoryLimitMb: number): Record<string, string> {
 /** One board's DuckDB replica: a database file holding table `items` and the synced watermark. */
 export class Replica {
   private readonly statements = new Map<string, DuckDBPreparedStatement>();
+  /** `json_serialize_sql` prepared once per replica, for {@link checkParseTree}. */
+  private serializer: DuckDBPreparedStatement | undefined;
 
   private constructor(
     readonly path: string,
@@ -193,40 +216,88 @@ export class Replica {
   }
 
   /**
-   * Runs one read-only statement. Refuses (tag `QueryRefused`) anything but exactly one SELECT;
-   * file, network, extension and settings access are refused by the instance settings.
+   * Runs one read-only statement and encodes its result as JSON, chunk by chunk. Refuses (tag
+   * `QueryRefused`) anything but exactly one SELECT that reads only the board's table
+   * (`source-guard.ts`); file, network, extension and settings access are refused by the instance
+   * settings too.
+   *
+   * The result is streamed from DuckDB one data chunk (about 2048 rows) at a time; each chunk is
+   * converted to cells and encoded, then the event loop gets a turn, so one heavy query never
+   * stalls other requests or `/health`. Beyond `limits.maxRows` rows or `limits.maxBytes` encoded
+   * bytes the query stops with `ResultTooLarge`. The deadline (`limits.timeoutMs`) covers checking,
+   * preparing, executing, reading, converting and encoding: past it, `QueryTimeout`.
    */
-  async query(sqlText: string, params: Cell[], timeoutMs: number): Promise<QueryResult> {
+  async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<EncodedResult> {
     const conn = this.conn;
-    const prepared = await this.prepareRead(sqlText);
-    if (prepared.parameterCount !== params.length) {
-      throw boardError(
-        'InvalidInput',
-        `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
-      );
-    }
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       conn.interrupt();
-    }, timeoutMs);
+    }, limits.timeoutMs);
+    const deadline = () => {
+      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
+    };
+    let stopEarly = false;
     try {
+      const prepared = await this.prepareRead(sqlText);
+      deadline();
+      if (prepared.parameterCount !== params.length) {
+        throw boardError(
+          'InvalidInput',
+          `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
+        );
+      }
       if (params.length > 0) prepared.bind(params);
-      const reader = await prepared.runAndReadAll();
-      const columns = reader.columnNames();
-      const rows = reader.getRows().map((r) => r.map(toCell));
-      return { columns, rows };
+      const result = await prepared.stream();
+      deadline();
+      const columns = result.columnNames();
+      const chunks: Buffer[] = [];
+      let rowCount = 0;
+      let bytes = 0;
+      const tooLarge = (what: string) => {
+        stopEarly = true;
+        return boardError(
+          'ResultTooLarge',
+          `the result is larger than ${what}; narrow the query (WHERE, LIMIT, fewer columns) or aggregate`,
+          { rows: rowCount, bytes },
+        );
+      };
+      for (;;) {
+        const chunk = await result.fetchChunk();
+        deadline();
+        if (!chunk || chunk.rowCount === 0) break;
+        const n = chunk.rowCount;
+        if (rowCount + n > limits.maxRows) throw tooLarge(`${limits.maxRows} rows`);
+        const vectors = columns.map((_c, i) => chunk.getColumnVector(i));
+        const encoded: string[] = new Array(n);
+        for (let r = 0; r < n; r++) {
+          const row = JSON.stringify(vectors.map((v) => toCell(v.getItem(r))));
+          bytes += Buffer.byteLength(row) + 1;
+          if (bytes > limits.maxBytes) throw tooLarge(`${limits.maxBytes} bytes`);
+          encoded[r] = row;
+        }
+        rowCount += n;
+        chunks.push(Buffer.from(encoded.join(',')));
+        // Let other requests (and /health) run between chunks.
+        await yieldToEventLoop();
+        deadline();
+      }
+      return { columns, rowCount, bytes, chunks };
     } catch (err) {
-      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${timeoutMs} ms`);
-      throw refine(err);
+      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
+      throw refine(err, this.path);
     } finally {
       clearTimeout(timer);
+      // A result abandoned half-read would keep its pipeline running until the next statement.
+      if (stopEarly) conn.interrupt();
     }
   }
 
   /**
    * A prepared read statement for `sqlText`, from the cache or checked and prepared now. Only
-   * statements that pass every check are cached, so a cache hit needs no re-check.
+   * statements that pass every check are cached, so a cache hit needs no re-check. The source check
+   * runs on the parse tree before the statement is bound, so that nothing (not even an error
+   * message of the binder or optimizer) is computed from a source the query may not read.
    */
   private async prepareRead(sqlText: string): Promise<DuckDBPreparedStatement> {
     const cached = this.statements.get(sqlText);
@@ -235,19 +306,18 @@ export class Replica {
       this.statements.set(sqlText, cached);
       return cached;
     }
-    let prepared: DuckDBPreparedStatement;
-    try {
-      const extracted = await this.conn.extractStatements(sqlText);
-      if (extracted.count !== 1) {
-        throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
-      }
-      prepared = await extracted.prepare(0);
-    } catch (err) {
-      throw refine(err);
+    const extracted = await this.conn.extractStatements(sqlText);
+    if (extracted.count !== 1) {
+      throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
     }
-    // Both checks: the parsed statement type, and the leading keyword (DuckDB turns PRAGMA, SHOW
-    // and DESCRIBE into SELECT statements, which must not pass as reads).
-    if (prepared.statementType !== StatementType.SELECT || !isReadStatement(sqlText)) {
+    // Both checks: the leading keyword (DuckDB turns PRAGMA, SHOW and DESCRIBE into SELECT
+    // statements, which must not pass as reads) and, below, the parsed statement type.
+    if (!isReadStatement(sqlText)) {
+      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
+    }
+    await this.checkParseTree(sqlText);
+    const prepared = await extracted.prepare(0);
+    if (prepared.statementType !== StatementType.SELECT) {
       prepared.destroySync();
       throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
     }
@@ -260,9 +330,27 @@ export class Replica {
     return prepared;
   }
 
+  /** Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources. */
+  private async checkParseTree(sqlText: string): Promise<void> {
+    this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
+    this.serializer.bind([sqlText]);
+    const reader = await this.serializer.runAndReadAll();
+    const text = String(reader.getRows()[0]?.[0] ?? '');
+    const tree = JSON.parse(text) as { error?: boolean; error_message?: string; statements?: unknown };
+    if (tree.error) {
+      throw boardError(
+        'QueryFailed',
+        `Parser Error: ${tree.error_message ?? 'the query could not be parsed'}`,
+      );
+    }
+    checkSources((tree.statements ?? null) as Parameters<typeof checkSources>[0]);
+  }
+
   private clearStatements(): void {
     for (const st of this.statements.values()) st.destroySync();
     this.statements.clear();
+    this.serializer?.destroySync();
+    this.serializer = undefined;
   }
 
   /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
@@ -358,14 +446,27 @@ function appendCell(appender: DuckDBAppender, type: ColumnType, value: Cell): vo
   }
 }
 
-/** DuckDB's errors as tagged errors: permission refusals are `QueryRefused`, the rest `QueryFailed`. */
-function refine(err: unknown): Error {
-  if (err instanceof Error && err.name === 'BoardError') return err;
-  const message = err instanceof Error ? err.message : String(err);
+/**
+ * DuckDB's errors as tagged errors: permission refusals are `QueryRefused`, the rest `QueryFailed`
+ * with DuckDB's message (the feedback a query author needs), in which the node's directories are
+ * blanked to `<data>` (an out-of-memory message, for one, names the temp directory).
+ */
+function refine(err: unknown, replicaPath: string): Error {
+  if (err instanceof BoardError) return err;
+  const message = blankPaths(err instanceof Error ? err.message : String(err), replicaPath);
   if (/Permission Error|disabled by configuration|configuration has been locked|extension/i.test(message)) {
     return boardError('QueryRefused', message);
   }
   return boardError('QueryFailed', message);
+}
+
+/** Replaces the data directory (two levels above a replica file) and the home directory in `text`. */
+function blankPaths(text: string, replicaPath: string): string {
+  let out = text;
+  for (const dir of [dirname(dirname(replicaPath)), homedir()]) {
+    if (dir.length > 1) out = out.split(dir).join('<data>');
+  }
+  return out;
 }
 
 /** Removes a replica's database and WAL files. */

@@ -7,20 +7,38 @@ import {
   type ProcedureInput,
   type ProcedureName,
 } from '@board/protocol';
+import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { authorize, type RequestScope } from '../auth/authorize.js';
+import { EncodedJson } from '../encoded-json.js';
 import { BoardError, boardError, toWireError } from '../errors.js';
 import { runWatch } from '../watch/watch-stream.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
 
+const ENVELOPE_HEAD = Buffer.from('{"status":"ok","value":');
+const ENVELOPE_TAIL = Buffer.from('}');
+
 /** Largest request body accepted, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-type Env = { Variables: { handlerRan: boolean } };
+type Env = { Bindings: Partial<HttpBindings>; Variables: { handlerRan: boolean } };
+
+/**
+ * The path of the request target exactly as the client sent it: no dot segments resolved, no
+ * percent-decoding (absolute-form targets lose their scheme and authority). Undefined when the app
+ * runs without a Node HTTP server (e.g. `app.request` in-process).
+ */
+function rawPath(c: Context<Env>): string | undefined {
+  const target = c.env?.incoming?.url;
+  if (target === undefined) return undefined;
+  const path = target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
+  const end = path.search(/[?#]/);
+  return end < 0 ? path : path.slice(0, end);
+}
 
 /**
  * The node's HTTP surface: `POST /rpc/<procedure>`, `GET /watch`, `GET /health`.
@@ -31,6 +49,19 @@ type Env = { Variables: { handlerRan: boolean } };
 export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
   const app = new Hono<Env>();
   const auth = { on: ctx.config.auth === 'on', secret: ctx.config.tokenSecret };
+
+  // Paths are matched exactly as sent. The URL parser under Hono resolves dot segments and
+  // percent-escapes (`/rpc/node.stats/../mutate.insert` would run `mutate.insert`), so a proxy in
+  // front that allows some procedures could be misled: a path that changes under normalisation is
+  // answered here, before any route, as the unknown procedure or route it literally names.
+  app.use(async (c, next) => {
+    const raw = rawPath(c);
+    if (raw === undefined || raw === c.req.path) return await next();
+    if (raw.startsWith('/rpc/')) {
+      throw boardError('UnknownProcedure', `unknown procedure ${JSON.stringify(raw.slice(5, 105))}`);
+    }
+    throw boardError('NotFound', `no route ${c.req.method} ${JSON.stringify(raw.slice(0, 200))}`);
+  });
 
   app.get('/health', (c) => c.json({ ok: true, nodeId: ctx.config.nodeId }));
 
@@ -51,6 +82,11 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
       const input = await parseBody(c, name);
       c.set('handlerRan', true);
       const value = await runHandler(name, ctx, scope, input);
+      if (value instanceof EncodedJson) {
+        // Encoded by the handler (under its deadline and size bounds): wrapped, not re-encoded.
+        const body = Buffer.concat([ENVELOPE_HEAD, value.toBuffer(), ENVELOPE_TAIL]);
+        return c.body(body, 200, { 'content-type': 'application/json' });
+      }
       return c.json(ok(value));
     },
   );

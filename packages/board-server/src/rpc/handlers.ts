@@ -1,10 +1,11 @@
-import type { MutateAck, ProcedureInput, ProcedureName } from '@board/protocol';
+import type { MutateAck, ProcedureInput, ProcedureName, ProcedureOutput } from '@board/protocol';
 import type { RequestScope } from '../auth/authorize.js';
 import { boardAdmin } from '../boards/board-admin.js';
 import type { ChangeNotifier } from '../changelog/change-notifier.js';
 import { readChangesPage } from '../changelog/changes-reader.js';
 import { applyMutation, type BoardMetaCache, type Mutation } from '../changelog/mutations.js';
 import type { BoardNodeConfig } from '../config.js';
+import type { EncodedJson } from '../encoded-json.js';
 import type { Logger } from '../log.js';
 import type { ReplicaCache } from '../replica/replica-cache.js';
 import type { Store } from '../store/database.js';
@@ -22,11 +23,12 @@ export interface NodeContext {
   boardMeta: BoardMetaCache;
 }
 
+/** A handler answers its procedure's output, as a value or already encoded. */
 type Handler<P extends ProcedureName> = (
   ctx: NodeContext,
   scope: RequestScope,
   input: ProcedureInput<P>,
-) => Promise<unknown>;
+) => Promise<ProcedureOutput<P> | EncodedJson<ProcedureOutput<P>>>;
 
 async function mutate(
   ctx: NodeContext,
