@@ -1,4 +1,4 @@
-import type { Cell, ChangesPage, MutateAck, QueryOutcome, WatchEvent } from '@board/protocol';
+import type { Cell, QueryOutcome, WatchEvent } from '@board/protocol';
 import { Kysely, type SelectQueryBuilder } from 'kysely';
 import { BoardDialect, tablesFor } from './dialect.js';
 import { BoardError, errResult, okResult, type Result } from './errors.js';
@@ -87,7 +87,7 @@ export class BoardClient<U = UserColumns> {
     const floor = minWatermark ?? this.#floor;
     const body: Record<string, unknown> = { sql, tables, params };
     if (floor !== undefined) body.minWatermark = floor;
-    const r = await callRpc<QueryOutcome>(this.#shared.config, this.boardId, 'query.execute', body, signal);
+    const r = await callRpc(this.#shared.config, this.boardId, 'query.execute', body, signal);
     if (!r.ok) {
       if (r.error.isTransport) this.#shared.forgetNodeId();
       return r;
@@ -162,7 +162,7 @@ export class BoardClient<U = UserColumns> {
     options: MutateOptions,
   ): Promise<Result<number>> {
     if (options.idempotencyKey !== undefined) body.idempotencyKey = options.idempotencyKey;
-    const r = await callRpc<MutateAck>(this.#shared.config, this.boardId, procedure, body, options.signal);
+    const r = await callRpc(this.#shared.config, this.boardId, procedure, body, options.signal);
     if (!r.ok) return r;
     const w = r.value.value?.watermark;
     if (typeof w !== 'number') return errResult(new BoardError('BadResponse', `${procedure}: no watermark`));
@@ -248,7 +248,7 @@ export class BoardClient<U = UserColumns> {
    */
   watch(options: WatchOptions = {}): AsyncIterableIterator<WatchEvent> {
     return watchStream(this.#shared.config, this.boardId, options, async () => {
-      const r = await callRpc<ChangesPage>(this.#shared.config, this.boardId, 'changes.read', {
+      const r = await callRpc(this.#shared.config, this.boardId, 'changes.read', {
         after: 0,
         limit: 1,
       });
@@ -276,7 +276,7 @@ export class BoardClient<U = UserColumns> {
    * if (s.ok) console.log(s.value.nodeId, s.value.boards);
    */
   async stats(options: { signal?: AbortSignal } = {}): Promise<Result<NodeStats>> {
-    const r = await callRpc<NodeStats>(this.#shared.config, this.boardId, 'node.stats', {}, options.signal);
+    const r = await callRpc(this.#shared.config, this.boardId, 'node.stats', {}, options.signal);
     return r.ok ? okResult(r.value.value) : r;
   }
 }

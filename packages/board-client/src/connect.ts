@@ -1,4 +1,4 @@
-import { isBoardId } from '@board/protocol';
+import { healthSchema, isBoardId } from '@board/protocol';
 import { BoardClient, type Shared } from './board-client.js';
 import { BoardError } from './errors.js';
 import type { TransportConfig } from './transport.js';
@@ -43,8 +43,8 @@ export function connect<S = UserColumns>(options: ConnectOptions): Connection<S>
           const res = await config.fetch(`${config.url}/health`, {
             signal: AbortSignal.timeout(config.timeoutMs),
           });
-          const body = (await res.json()) as { nodeId?: unknown };
-          return typeof body.nodeId === 'string' ? body.nodeId : undefined;
+          const health = healthSchema.safeParse(await res.json());
+          return health.success ? health.data.nodeId : undefined;
         } catch {
           nodeId = undefined;
           return undefined;

@@ -1,4 +1,10 @@
-import { HEADERS, IDEMPOTENT_PROCEDURES, type ProcedureName } from '@board/protocol';
+import {
+  HEADERS,
+  IDEMPOTENT_MARK,
+  mayRetry,
+  type ProcedureName,
+  type ProcedureOutput,
+} from '@board/protocol';
 import { BoardError, errResult, okResult, type Result } from './errors.js';
 import type { RetryOptions } from './types.js';
 
@@ -31,9 +37,12 @@ export function baseHeaders(config: TransportConfig, board: string): Record<stri
   return headers;
 }
 
-/** May this request be retried after a transport failure? Reads always; mutations only with a key. */
+/**
+ * May this request be retried after a transport failure? `@board/protocol`'s `mayRetry` (the rule
+ * the router uses too): reads always; mutations only with an `idempotencyKey` in the body.
+ */
 export function isRetryable(procedure: ProcedureName, body: Record<string, unknown>): boolean {
-  return IDEMPOTENT_PROCEDURES.includes(procedure) || typeof body.idempotencyKey === 'string';
+  return mayRetry(procedure, typeof body.idempotencyKey === 'string');
 }
 
 /** Sleeps `ms`, or less when `signal` aborts. */
@@ -54,17 +63,18 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * `POST /rpc/<procedure>` with the deadline, retries and headers of the contract. Never throws:
  * every failure is a {@link BoardError} in the Result (the one place wire errors become typed).
  */
-export async function callRpc<T>(
+export async function callRpc<P extends ProcedureName>(
   config: TransportConfig,
   board: string,
-  procedure: ProcedureName,
+  procedure: P,
   body: Record<string, unknown>,
   signal?: AbortSignal,
-): Promise<Result<RpcAnswer<T>>> {
+): Promise<Result<RpcAnswer<ProcedureOutput<P>>>> {
+  type T = ProcedureOutput<P>;
   const headers = baseHeaders(config, board);
   headers['content-type'] = 'application/json';
   // A router may hedge or fail over a request marked idempotent without parsing the body.
-  if (typeof body.idempotencyKey === 'string') headers[HEADERS.idempotent] = 'true';
+  if (typeof body.idempotencyKey === 'string') headers[HEADERS.idempotent] = IDEMPOTENT_MARK;
   const payload = JSON.stringify(body);
   const retries = isRetryable(procedure, body) ? Math.max(0, config.retry.times) : 0;
   let last: BoardError | undefined;

@@ -81,9 +81,5 @@ export interface ConnectOptions {
   fetch?: typeof fetch;
 }
 
-/** `node.stats` value (engine fields as the node reports them). */
-export interface NodeStats {
-  nodeId: string;
-  boards: string[];
-  [field: string]: unknown;
-}
+/** `node.stats` value (engine fields as the node reports them): `@board/protocol`'s `NodeStats`. */
+export type { NodeStats } from '@board/protocol';

@@ -1,9 +1,9 @@
-import { fail } from '@board/protocol';
+import { BoardError, ERROR_TAGS } from '@board/protocol';
 
 /**
- * The router's own error tags, the one place they are mapped to HTTP statuses. They are answered
- * only when no node's answer can be relayed (envelope discipline: a node's answer, error or not,
- * is always relayed as it came).
+ * The tags the router answers itself, from `@board/protocol`'s `ERROR_TAGS` (the one table of tags
+ * and statuses). They are answered only when no node's answer can be relayed (envelope
+ * discipline: a node's answer, error or not, is always relayed as it came).
  * - `NoNodeAvailable` (503): no node is up, or every node tried failed before answering (transport
  *   failure or 5xx) and the request was retryable. Safe to retry later.
  * - `NodeFailed` (502): a request that may not be re-sent (an unkeyed mutation) was sent to a node
@@ -12,18 +12,19 @@ import { fail } from '@board/protocol';
  * - `NotFound` (404): a path the router does not serve (the node's tag for the same case).
  * - `InvalidInput` (400): a request body the router could not buffer (over 64 MiB, or cut off).
  */
-export const ROUTER_ERRORS = {
-  NoNodeAvailable: 503,
-  NodeFailed: 502,
-  RouterTimeout: 504,
-  NotFound: 404,
-  InvalidInput: 400,
-} as const;
+export const ROUTER_TAGS = [
+  'NoNodeAvailable',
+  'NodeFailed',
+  'RouterTimeout',
+  'NotFound',
+  'InvalidInput',
+] as const;
 
-/** A router error tag. */
-export type RouterErrorTag = keyof typeof ROUTER_ERRORS;
+/** A tag the router answers itself. */
+export type RouterErrorTag = (typeof ROUTER_TAGS)[number];
 
-/** Status and JSON body of a router error. */
+/** Status and JSON body of a router error: the one place router errors meet HTTP. */
 export function routerError(tag: RouterErrorTag, message: string): { status: number; body: string } {
-  return { status: ROUTER_ERRORS[tag], body: JSON.stringify(fail(tag, `board-router: ${message}`)) };
+  const error = new BoardError(tag, `board-router: ${message}`);
+  return { status: ERROR_TAGS[tag], body: JSON.stringify({ status: 'error', error: error.toWire() }) };
 }

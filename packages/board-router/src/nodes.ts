@@ -1,4 +1,5 @@
 import { Agent, request } from 'node:http';
+import { healthSchema } from '@board/protocol';
 import { Periodic } from '@support/server';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -115,14 +116,17 @@ export class NodePool {
             body += c;
           });
           res.on('end', () => {
+            let json: unknown;
             try {
-              const parsed = JSON.parse(body) as { ok?: unknown; nodeId?: unknown };
-              if (res.statusCode === 200 && parsed.ok === true && typeof parsed.nodeId === 'string') {
-                finish(true, 'probe ok', parsed.nodeId);
-              } else finish(false, `probe answered ${res.statusCode}`);
+              json = JSON.parse(body);
             } catch {
               finish(false, 'probe answer is not JSON');
+              return;
             }
+            const health = healthSchema.safeParse(json);
+            if (res.statusCode === 200 && health.success && health.data.ok) {
+              finish(true, 'probe ok', health.data.nodeId);
+            } else finish(false, `probe answered ${res.statusCode}`);
           });
           res.on('error', (e) => finish(false, `probe: ${e.message}`));
         },

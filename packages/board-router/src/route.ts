@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { HEADERS, IDEMPOTENT_PROCEDURES } from '@board/protocol';
+import { HEADERS, isIdempotentMark, mayRetry } from '@board/protocol';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
 import { type Attempt, type AttemptOutcome, startAttempt, upstreamHeaders } from './forward.js';
@@ -17,11 +17,12 @@ export interface RoutedAnswer {
   outcome: string;
 }
 
-/** True when a request may be sent more than once: reads, and mutations marked `x-data-idempotent`. */
+/**
+ * True when a request may be sent more than once: `@board/protocol`'s `mayRetry` (the rule the
+ * client uses too), with "keyed" read from `x-data-idempotent` (the router never parses bodies).
+ */
 export function isRetryable(procedure: string, headers: IncomingHttpHeaders): boolean {
-  if ((IDEMPOTENT_PROCEDURES as readonly string[]).includes(procedure)) return true;
-  const mark = headers[HEADERS.idempotent];
-  return procedure.startsWith('mutate.') && typeof mark === 'string' && mark !== '' && mark !== 'false';
+  return mayRetry(procedure, isIdempotentMark(headers[HEADERS.idempotent]));
 }
 
 /** Whether an answer counts as the node failing to answer (5xx): eligible requests move on. */

@@ -1,5 +1,5 @@
 import { type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
-import { fail, HEADERS } from '@board/protocol';
+import { fail, HEADERS, type Health } from '@board/protocol';
 import { closeServer, createHttpServer, listen } from '@support/server';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
@@ -103,7 +103,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
         ok: up > 0,
         nodeId: 'board-router',
         nodes: pool.nodes.map((n) => ({ url: n.url, nodeId: n.id, state: n.state })),
-      });
+      } satisfies Health);
       res.writeHead(up > 0 ? 200 : 503, { 'content-type': 'application/json' });
       res.end(body);
       return;
