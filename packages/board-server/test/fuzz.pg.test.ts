@@ -7,7 +7,7 @@ import { ERROR_TAGS, PROCEDURES, wireEnvelopeSchema } from '@board/protocol';
 import { mintToken } from '@board/server';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { boardTest, cli, type NodeProcess, rpc, TOKEN_SECRET, value } from './fixtures.js';
+import { boardTest, cli, type NodeProcess, rpc, TOKEN_SECRET, tag, value } from './fixtures.js';
 
 const SEED = 20261121;
 const RUNS = 3000;
@@ -184,6 +184,7 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
             continue;
           }
           if (!envelope.success) problems.push(`not an envelope: ${text.slice(0, 100)}`);
+          if (text.includes(dir)) problems.push(`host path disclosed: ${text.slice(0, 100)}`);
           if (![200, 400, 401, 403, 404].includes(res.status))
             problems.push(`status ${res.status}: ${text.slice(0, 100)}`);
           if (!res.headers.get('content-type')?.includes('application/json')) problems.push('content type');
@@ -241,7 +242,6 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
   });
 
   it('answers malformed HTTP on the socket with a 400 envelope', async () => {
-    const { port, hostname } = new URL(node.url);
     const garbage = fc.sample(fc.uint8Array({ minLength: 1, maxLength: 300 }), { numRuns: 100, seed: SEED });
     const fixed = [
       'GARBAGE\r\n\r\n',
@@ -253,22 +253,139 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
       ...fixed,
       ...garbage.map((g) => Buffer.concat([Buffer.from(g), Buffer.from('\r\n\r\n')])),
     ]) {
-      const answer = await new Promise<string>((resolve) => {
-        const sock = connect(Number(port), hostname);
-        let got = '';
-        sock.setTimeout(2000, () => sock.destroy());
-        sock.on('data', (d) => {
-          got += String(d);
-        });
-        sock.on('close', () => resolve(got));
-        sock.on('error', () => resolve(got));
-        sock.end(payload);
-      });
+      const answer = await rawHttp(node.url, payload);
       if (answer === '') continue; // closed without an answer (e.g. nothing parseable arrived)
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
       expect([200, 400, 401, 403, 404, 431]).toContain(status);
       if (status === 400) expect(answer).toContain('"status":"error"');
     }
+  });
+
+  const T = [{ token: 't', entity: 'items' }];
+  /** Text that breaks the text rule or the id patterns, and what the message must name. */
+  const badText = fc.oneof(
+    fc.tuple(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 })).map(([a, b]) => ({
+      text: `${a}\u0000${b}`,
+      rule: /must not contain NUL \(U\+0000\)/,
+    })),
+    fc.tuple(fc.string({ maxLength: 8 }), fc.constantFrom('\ud800', '\udfff')).map(([a, s]) => ({
+      text: `${a}${s}`,
+      rule: /must be well-formed Unicode/,
+    })),
+  );
+  const overlongId = fc
+    .oneof(fc.integer({ min: 257, max: 4000 }), fc.constant(1_000_000))
+    .map((n) => ({ text: 'x'.repeat(n), rule: /row ids are 1 to 256 characters/ }));
+  /** [procedure, body, where the message must point] for one piece of bad text in every place text goes. */
+  const badRequest = fc.oneof(
+    fc
+      .oneof(badText, overlongId)
+      .map((b) => ['mutate.insert', { rows: [{ id: b.text }] }, 'rows.0.id', b] as const),
+    badText.map(
+      (b) => ['mutate.insert', { rows: [{ id: 'ok', title: b.text }] }, 'rows.0.title', b] as const,
+    ),
+    badText.map((b) => ['mutate.insert', { rows: [{ id: 'ok', [b.text]: 1 }] }, 'rows.0', b] as const),
+    badText.map(
+      (b) =>
+        ['mutate.insert', { rows: [{ id: 'ok' }], idempotencyKey: b.text }, 'idempotencyKey', b] as const,
+    ),
+    fc
+      .oneof(badText, overlongId)
+      .map((b) => ['mutate.update', { updates: [{ id: b.text, patch: {} }] }, 'updates.0.id', b] as const),
+    badText.map(
+      (b) =>
+        [
+          'mutate.update',
+          { updates: [{ id: 'ok', patch: { state: b.text } }] },
+          'updates.0.patch.state',
+          b,
+        ] as const,
+    ),
+    fc.oneof(badText, overlongId).map((b) => ['mutate.delete', { ids: ['ok', b.text] }, 'ids.1', b] as const),
+    badText.map(
+      (b) => ['mutate.delete', { ids: ['ok'], idempotencyKey: b.text }, 'idempotencyKey', b] as const,
+    ),
+    badText.map((b) => ['query.execute', { sql: `SELECT '${b.text}'`, tables: T }, 'sql', b] as const),
+    badText.map(
+      (b) => ['query.execute', { sql: 'SELECT $1', tables: T, params: [b.text] }, 'params.0', b] as const,
+    ),
+  );
+
+  it('answers NUL, lone surrogates and overlong ids anywhere with a precise InvalidInput, never a store error', async () => {
+    const problems: string[] = [];
+    for (const [procedure, body, where, bad] of fc.sample(badRequest, { numRuns: 300, seed: SEED })) {
+      const a = await rpc(node.url, procedure, body, { board: 'fuzz', token });
+      const message = a.body.status === 'error' ? a.body.error.message : '';
+      if (
+        a.status !== 400 ||
+        tag(a) !== 'InvalidInput' ||
+        !message.includes(`input at ${where}: `) ||
+        !bad.rule.test(message)
+      ) {
+        problems.push(`${procedure} ${where}: ${a.status} ${a.text.slice(0, 160)}`);
+      }
+      if (/SQLSTATE|index row|invalid byte sequence|unsupported Unicode/i.test(a.text))
+        problems.push(`store text: ${a.text.slice(0, 160)}`);
+    }
+    expect(problems).toEqual([]);
+    // Longest ids that follow the pattern are stored and read back.
+    const longest = '\u{1F600}'.repeat(256);
+    value(
+      await rpc(node.url, 'mutate.insert', { rows: [{ id: longest, title: 'é' }] }, { board: 'fuzz', token }),
+    );
+    const back = value<{ result: { rows: unknown[][] } }>(
+      await rpc(
+        node.url,
+        'query.execute',
+        { sql: 'SELECT title FROM {{t}} WHERE id = $1', tables: T, params: [longest] },
+        { board: 'fuzz', token },
+      ),
+    );
+    expect(back.result.rows).toEqual([['é']]);
+  });
+
+  it('answers dot-segment, encoded, doubled-slash and trailing-slash procedure paths as unknown, running nothing', async () => {
+    const procedures = Object.keys(PROCEDURES);
+    const variant = fc
+      .tuple(fc.constantFrom(...procedures), fc.constantFrom(...procedures))
+      .chain(([from, to]) =>
+        fc.constantFrom(
+          `/rpc/${from}/../${to}`,
+          `/rpc/${from}/%2e%2e/${to}`,
+          `/rpc/${from}/%2E%2E/${to}`,
+          `/rpc/${from}/.%2e/${to}`,
+          `/rpc/./${to}`,
+          `/rpc/%2e/${to}`,
+          `/rpc//${to}`,
+          `//rpc/${to}`,
+          `/rpc/${to}/`,
+          `/x/../rpc/${to}`,
+          `/rpc/${to.replace('.', '%2E')}`,
+          `/rpc/${to.replace(/[a-z]/, (c) => `%${c.charCodeAt(0).toString(16)}`)}`,
+        ),
+      );
+    const seen = new Set<string>();
+    for (const path of fc.sample(variant, { numRuns: 200, seed: SEED })) {
+      if (seen.has(path)) continue;
+      seen.add(path);
+      const body = JSON.stringify({ rows: [{ id: `evil-${seen.size}` }], ids: ['after-fuzz'] });
+      const answer = await rawHttp(
+        node.url,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nx-data-board: fuzz\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      expect(answer, path).toMatch(/^HTTP\/1\.1 404 /);
+      expect(answer, path).toMatch(/"_tag":"(UnknownProcedure|NotFound)"/);
+    }
+    expect(seen.size).toBeGreaterThan(50);
+    const evil = value<{ result: { rows: unknown[][] } }>(
+      await rpc(
+        node.url,
+        'query.execute',
+        { sql: "SELECT count(*) FROM {{t}} WHERE id LIKE 'evil-%'", tables: T },
+        { board: 'fuzz', token },
+      ),
+    );
+    expect(evil.result.rows).toEqual([[0]]);
   });
 
   it('is still healthy afterwards: /health, a write and a read', async () => {
@@ -292,3 +409,19 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     expect(out.result.rows).toEqual([[1]]);
   });
 });
+
+/** Sends raw bytes to the node (fetch would normalise the path first) and collects the answer. */
+function rawHttp(url: string, payload: string | Buffer): Promise<string> {
+  const { port, hostname } = new URL(url);
+  return new Promise<string>((resolve) => {
+    const sock = connect(Number(port), hostname);
+    let got = '';
+    sock.setTimeout(2000, () => sock.destroy());
+    sock.on('data', (d) => {
+      got += String(d);
+    });
+    sock.on('close', () => resolve(got));
+    sock.on('error', () => resolve(got));
+    sock.end(payload);
+  });
+}

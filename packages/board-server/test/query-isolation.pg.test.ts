@@ -36,10 +36,10 @@ describe('query isolation: escape attempts are all refused', () => {
   /** [label, sql, expected tag] */
   const attempts = (): [string, string, string][] => [
     // other boards
-    ['other board by its Postgres table name', 'SELECT * FROM board_2', 'QueryFailed'],
-    ['other board by its id', 'SELECT * FROM secret', 'QueryFailed'],
-    ['other board as a schema', 'SELECT * FROM secret.items', 'QueryFailed'],
-    ['other board through query_table', "SELECT * FROM query_table('secret')", 'QueryFailed'],
+    ['other board by its Postgres table name', 'SELECT * FROM board_2', 'QueryRefused'],
+    ['other board by its id', 'SELECT * FROM secret', 'QueryRefused'],
+    ['other board as a schema', 'SELECT * FROM secret.items', 'QueryRefused'],
+    ['other board through query_table', "SELECT * FROM query_table('secret')", 'QueryRefused'],
     ['other board replica attached', `ATTACH '${secretReplica}' AS s`, 'QueryRefused'],
     ['other board replica read as a file', `SELECT * FROM '${secretReplica}'`, 'QueryRefused'],
     ['other board replica through read_blob', `SELECT * FROM read_blob('${secretReplica}')`, 'QueryRefused'],
@@ -50,7 +50,7 @@ describe('query isolation: escape attempts are all refused', () => {
     ['read_json of a local file', "SELECT * FROM read_json('/etc/os-release')", 'QueryRefused'],
     ['read_text of a local file', "SELECT * FROM read_text('/etc/hostname')", 'QueryRefused'],
     ['glob of the file system', "SELECT * FROM glob('/*')", 'QueryRefused'],
-    ['a file path as a table', "SELECT * FROM '/etc/passwd'", 'QueryFailed'],
+    ['a file path as a table', "SELECT * FROM '/etc/passwd'", 'QueryRefused'],
     ['a csv file path as a table', "SELECT * FROM '/etc/hosts.csv'", 'QueryRefused'],
     ['SHOW (rewritten to a SELECT by DuckDB)', 'SHOW databases', 'QueryRefused'],
     ['DESCRIBE (rewritten to a SELECT by DuckDB)', 'DESCRIBE items', 'QueryRefused'],
@@ -83,7 +83,7 @@ describe('query isolation: escape attempts are all refused', () => {
     ['CREATE VIEW', 'CREATE VIEW evil AS SELECT 1', 'QueryRefused'],
     ['CREATE MACRO', 'CREATE MACRO evil(x) AS x', 'QueryRefused'],
     ['CREATE SECRET', "CREATE SECRET evil (TYPE s3, KEY_ID 'a', SECRET 'b')", 'QueryRefused'],
-    ['a write hidden in query()', "SELECT * FROM query('DELETE FROM items')", 'QueryFailed'],
+    ['a write hidden in query()', "SELECT * FROM query('DELETE FROM items')", 'QueryRefused'],
     ['CHECKPOINT', 'CHECKPOINT', 'QueryRefused'],
     ['VACUUM', 'VACUUM', 'QueryRefused'],
     ['a transaction', 'BEGIN TRANSACTION', 'QueryRefused'],
@@ -116,6 +116,56 @@ describe('query isolation: escape attempts are all refused', () => {
     ['a second statement after a line comment', 'SELECT 1 -- harmless\n; DELETE FROM items', 'QueryRefused'],
     ['a comment hiding a statement boundary', "SELECT '*/' /* ; */; COPY items TO '/tmp/x'", 'QueryRefused'],
     ['a string hiding a statement boundary', "SELECT ';'; SET threads = 1", 'QueryRefused'],
+    // the host: the replica's file path and the node's directories (catalogs, settings, SQL from text)
+    ['duckdb_databases()', 'SELECT * FROM duckdb_databases()', 'QueryRefused'],
+    ['the duckdb_databases view', 'SELECT path FROM duckdb_databases', 'QueryRefused'],
+    ['current_setting of temp_directory', "SELECT current_setting('temp_directory')", 'QueryRefused'],
+    ['current_setting qualified', "SELECT pg_catalog.current_setting('home_directory')", 'QueryRefused'],
+    ['a setting through a cast error', "SELECT current_setting('temp_directory')::INTEGER", 'QueryRefused'],
+    [
+      'duckdb_settings()',
+      "SELECT value FROM duckdb_settings() WHERE name = 'temp_directory'",
+      'QueryRefused',
+    ],
+    ['pg_settings', 'SELECT * FROM pg_catalog.pg_settings', 'QueryRefused'],
+    [
+      'a setting through query()',
+      "SELECT * FROM query('SELECT current_setting(''temp_directory'')')",
+      'QueryRefused',
+    ],
+    ['a catalog through query_table()', "SELECT * FROM query_table('duckdb_settings')", 'QueryRefused'],
+    [
+      'serialized SQL executed',
+      "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('SELECT 1'))",
+      'QueryRefused',
+    ],
+    ['pragma_database_list', 'SELECT * FROM pragma_database_list', 'QueryRefused'],
+    ['sqlite_master', 'SELECT * FROM sqlite_master', 'QueryRefused'],
+    ['duckdb_temporary_files()', 'SELECT * FROM duckdb_temporary_files()', 'QueryRefused'],
+    ['duckdb_extensions()', 'SELECT install_path FROM duckdb_extensions()', 'QueryRefused'],
+    ['a catalog macro', 'SELECT pg_get_viewdef(1)', 'QueryRefused'],
+    [
+      'a catalog in a subquery',
+      'SELECT (SELECT max(path) FROM duckdb_databases()) FROM {{t}}',
+      'QueryRefused',
+    ],
+    [
+      'a catalog inside a table function argument',
+      'SELECT * FROM range((SELECT count(*) FROM duckdb_databases))',
+      'QueryRefused',
+    ],
+    ['a CTE reading a catalog', 'WITH d AS (SELECT * FROM duckdb_databases) SELECT * FROM d', 'QueryRefused'],
+    [
+      'a CTE naming itself, not recursive',
+      'WITH duckdb_databases AS (SELECT * FROM duckdb_databases) SELECT * FROM duckdb_databases',
+      'QueryRefused',
+    ],
+    [
+      'a CTE name used outside its scope',
+      'SELECT * FROM (WITH duckdb_databases AS (SELECT 1) SELECT * FROM duckdb_databases), duckdb_databases',
+      'QueryRefused',
+    ],
+    ['checkpoint()', 'SELECT * FROM checkpoint()', 'QueryRefused'],
     // resources
     ['a runaway query', 'SELECT count(*) FROM range(100000000000) a, range(10) b', 'QueryTimeout'],
     // placeholders
@@ -137,6 +187,8 @@ describe('query isolation: escape attempts are all refused', () => {
         });
       }
       expect(a.text, label).not.toContain(SECRET);
+      // The node's directories never show, unless the attempt itself named them.
+      if (!sql.includes(dir)) expect(a.text, label).not.toContain(dir);
       expect(a.text, label).not.toContain('root:x:0');
       seen.push(label);
     }
@@ -186,5 +238,93 @@ describe('query isolation: escape attempts are all refused', () => {
       ),
     );
     expect(ok.result).toEqual({ columns: ['title', 'n'], rows: [['mine', 42]] });
+  });
+
+  it('still answers reads over values, recursive CTEs and CTEs named like catalog views', async () => {
+    const read = async (sql: string) =>
+      value<{ result: { rows: unknown[][] } }>(
+        await rpc(node.url, 'query.execute', { sql, tables: T }, { board: 'mine' }),
+      ).result.rows;
+    expect(
+      await read(
+        'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r',
+      ),
+    ).toEqual([[1], [2], [3]]);
+    expect(await read('WITH duckdb_settings AS (SELECT 7 AS x) SELECT x FROM duckdb_settings')).toEqual([
+      [7],
+    ]);
+    expect(
+      await read('SELECT a.id, x FROM {{t}} a JOIN main.items b USING (id), range(2) r(x) ORDER BY x'),
+    ).toEqual([
+      ['m1', 0],
+      ['m1', 1],
+    ]);
+    expect(await read('SELECT unnest([1, 2]) AS v')).toEqual([[1], [2]]);
+    expect(await read('FROM generate_series(1, 2) SELECT *')).toEqual([[1], [2]]);
+  });
+});
+
+describe('result bounds: a heavy read answers ResultTooLarge and stalls nobody', () => {
+  let node: NodeProcess;
+
+  boardTest.beforeAll(async ({ tempDir, startNode }) => {
+    const env = { BOARD_DATA_DIR: await tempDir('board-bounds-') };
+    expect((await cli(['board', 'create', 'heavy'], env)).code).toBe(0);
+    expect((await cli(['board', 'create', 'light', '--column', 'title:TEXT'], env)).code).toBe(0);
+    // The default bounds: 100000 rows, 32 MiB.
+    node = await startNode(env);
+    value(await rpc(node.url, 'mutate.insert', { rows: [{ id: 'l1', title: 'light' }] }, { board: 'light' }));
+    // Both replicas built up front, so the test below measures reads, not rebuilds.
+    for (const board of ['heavy', 'light']) value(await query(board, 'SELECT count(*) FROM {{t}}'));
+  });
+
+  const query = (board: string, sql: string) => rpc(node.url, 'query.execute', { sql, tables: T }, { board });
+
+  it('stops at the row bound and at the byte bound with ResultTooLarge', async () => {
+    const atBound = value<{ result: { rows: unknown[][] } }>(
+      await query('heavy', 'SELECT 1 FROM range(100000)'),
+    );
+    expect(atBound.result.rows.length).toBe(100000);
+    const rows = await query('heavy', 'SELECT 1 FROM range(100001)');
+    expect([rows.status, tag(rows)]).toEqual([200, 'ResultTooLarge']);
+    expect(rows.text).toContain('larger than 100000 rows');
+    const bytes = await query('heavy', "SELECT repeat('x', 400) FROM range(90000)");
+    expect([bytes.status, tag(bytes)]).toEqual([200, 'ResultTooLarge']);
+    expect(bytes.text).toContain(`larger than ${32 * 1024 * 1024} bytes`);
+  });
+
+  it('answers /health and other boards while the heavy query runs, then the heavy board again', async () => {
+    // The query of issue 13 that blocked the event loop for a minute and crashed the node.
+    let finished = false;
+    const heavy = query('heavy', 'SELECT x,x,x,x,x,x,x,x,x,x FROM range(15000000) t(x)').then((a) => {
+      finished = true;
+      return a;
+    });
+    const during = { health: 0, light: 0 };
+    const health = (async () => {
+      while (!finished) {
+        const res = await fetch(`${node.url}/health`);
+        expect(res.status).toBe(200);
+        await res.text();
+        if (!finished) during.health++;
+      }
+    })();
+    const light = (async () => {
+      while (!finished) {
+        const a = await query('light', 'SELECT title FROM {{t}}');
+        expect(value<{ result: { rows: unknown[][] } }>(a).result.rows).toEqual([['light']]);
+        if (!finished) during.light++;
+      }
+    })();
+    const answer = await heavy;
+    await Promise.all([health, light]);
+    expect([answer.status, tag(answer)]).toEqual([200, 'ResultTooLarge']);
+    expect(during.health).toBeGreaterThan(0);
+    expect(during.light).toBeGreaterThan(0);
+    expect(node.proc.exitCode).toBe(null);
+    const after = value<{ result: { rows: unknown[][] } }>(
+      await query('heavy', 'SELECT count(*) FROM {{t}}'),
+    );
+    expect(after.result.rows).toEqual([[0]]);
   });
 });
