@@ -600,7 +600,7 @@ for (const storeName of STORES) {
         const admin = boardAdmin(s);
         const made = await admin.create('lib_made', [{ name: 'qty', type: 'INTEGER' }]);
         expect(made).toEqual({ id: 'lib_made', columns: [{ name: 'qty', type: 'INTEGER' }], head: 0 });
-        await expect(admin.create('bad-id', [])).rejects.toMatchObject({ tag: 'InvalidBoardId' });
+        await expect(admin.create('bad-id', [])).rejects.toMatchObject({ _tag: 'InvalidBoardId' });
         expect((await admin.list()).map((b) => b.id)).toContain('lib_made');
       } finally {
         await s.close();

@@ -291,6 +291,12 @@ describe('result bounds: a heavy read answers ResultTooLarge and stalls nobody',
     const bytes = await query('heavy', "SELECT repeat('x', 400) FROM range(90000)");
     expect([bytes.status, tag(bytes)]).toEqual([200, 'ResultTooLarge']);
     expect(bytes.text).toContain(`larger than ${32 * 1024 * 1024} bytes`);
+    // The abandoned results leave the replica and its cached statements usable.
+    expect(tag(await query('heavy', 'SELECT 1 FROM range(100001)'))).toBe('ResultTooLarge');
+    expect(
+      value<{ result: { rows: unknown[][] } }>(await query('heavy', 'SELECT 1 FROM range(100000)')).result
+        .rows.length,
+    ).toBe(100000);
   });
 
   it('answers /health and other boards while the heavy query runs, then the heavy board again', async () => {
