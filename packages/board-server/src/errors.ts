@@ -40,7 +40,7 @@ const DATA_EXCEPTIONS: Record<string, string> = {
  * | SQLSTATE / error                                  | tag            |
  * | ------------------------------------------------- | -------------- |
  * | 23505 on a board table's primary key              | `DuplicateRow` (names the id) |
- * | 22xxx data exception, 23xxx other integrity       | `InvalidInput` |
+ * | 22xxx data exception, 23xxx other integrity but 23505 | `InvalidInput` |
  * | 54xxx program limit (e.g. an index row too large) | `InvalidInput` |
  * | `@support/pg`'s `isStoreUnavailable` (08, 53, 57P01-05, socket errors, ...); 40001, 40P01 | `Unavailable` |
  * | anything else                                     | `Internal` (with a log reference) |
@@ -64,7 +64,7 @@ export function mapStoreError(err: unknown): { tag: ErrorTag; message: string; l
       level: 'warn',
     };
   }
-  if (/^2[23]/.test(code)) {
+  if (/^2[23]/.test(code) && code !== '23505') {
     const what =
       DATA_EXCEPTIONS[code] ?? (code.startsWith('22') ? 'a value is invalid' : 'a constraint failed');
     return {
