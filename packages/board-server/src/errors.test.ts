@@ -55,9 +55,9 @@ describe('the store-error mapper', () => {
       });
       expect(mapped.message).not.toContain(err.message);
     }
-    // A duplicate on another constraint is not a duplicate row.
+    // A duplicate on another constraint is not a duplicate row (nor the caller's doing).
     expect(mapStoreError(pgError('23505', 'dup', { constraint: 'board_changes_pkey' })).tag).toBe(
-      'InvalidInput',
+      'Internal',
     );
   });
 
