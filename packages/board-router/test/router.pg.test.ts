@@ -106,6 +106,26 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(await nf.json()).toMatchObject({ status: 'error', error: { _tag: 'NotFound' } });
   });
 
+  it('relays dot-segment and encoded procedure paths as unknown: the node behind runs nothing', async () => {
+    const port = Number(new URL(router.url).port);
+    for (const path of [
+      '/rpc/node.stats/../mutate.insert',
+      '/rpc/node.stats/%2e%2e/mutate.insert',
+      '/rpc/query.execute/%2E%2E/mutate.insert',
+      '/rpc/mutate%2Einsert',
+      '/rpc/./mutate.insert',
+    ]) {
+      const body = JSON.stringify({ rows: [{ id: 'dot-evil' }] });
+      const answer = await rawHttp(
+        port,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nx-data-board: ${BOARD}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      expect(answer.status, path).toBe(404);
+      expect(answer.body, path).toContain('"_tag":"UnknownProcedure"');
+    }
+    expect(await rowsWithId('dot-evil')).toBe(0);
+  });
+
   it('answers NoNodeAvailable in the envelope when no node is up', async () => {
     const dead = await startRouter(['http://127.0.0.1:1']);
     const r = await rpc(dead.url, 'query.execute', COUNT, { board: BOARD });
