@@ -56,9 +56,7 @@ describe('the store-error mapper', () => {
       expect(mapped.message).not.toContain(err.message);
     }
     // A duplicate on another constraint is not a duplicate row (nor the caller's doing).
-    expect(mapStoreError(pgError('23505', 'dup', { constraint: 'board_changes_pkey' })).tag).toBe(
-      'Internal',
-    );
+    expect(mapStoreError(pgError('23505', 'dup', { constraint: 'board_changes_pkey' })).tag).toBe('Internal');
   });
 
   it('passes BoardErrors through and gives Internal a log reference instead of the error text', () => {
