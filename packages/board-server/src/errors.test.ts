@@ -41,7 +41,7 @@ describe('the store-error mapper', () => {
       [pgError('57P01', 'terminating connection due to administrator command'), 'Unavailable', /57P01/],
       [pgError('40P01', 'deadlock detected'), 'Unavailable', /40P01/],
       [
-        new Error('connect ENOENT /secret/dir/pg/run/.s.PGSQL.5432'),
+        Object.assign(new Error('connect ENOENT /secret/dir/pg/run/.s.PGSQL.5432'), { code: 'ENOENT' }),
         'Unavailable',
         /^the store is unavailable; retry later$/,
       ],

@@ -48,7 +48,6 @@ const DATA_EXCEPTIONS: Record<string, string> = {
 export function mapStoreError(err: unknown): { tag: ErrorTag; message: string; level: 'warn' | 'error' } {
   const fields = (typeof err === 'object' && err !== null ? err : {}) as PgErrorFields;
   const code = typeof fields.code === 'string' ? fields.code : '';
-  const message = err instanceof Error ? err.message : String(err);
   if (
     code === '23505' &&
     typeof fields.constraint === 'string' &&
@@ -83,7 +82,7 @@ export function mapStoreError(err: unknown): { tag: ErrorTag; message: string; l
   if (isStoreUnavailable(err) || code === '40001' || code === '40P01') {
     return {
       tag: 'Unavailable',
-      message: `the store is unavailable${code ? ` (SQLSTATE ${code})` : ''}; retry later`,
+      message: `the store is unavailable${/^[0-9][0-9A-Z]{4}$/.test(code) ? ` (SQLSTATE ${code})` : ''}; retry later`,
       level: 'warn',
     };
   }
