@@ -1,7 +1,4 @@
 import { rm, stat } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { dirname } from 'node:path';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type {
   Cell,
   ChangeRecord,
@@ -23,32 +20,14 @@ import {
 } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
 import { BoardError, boardError } from '../errors.js';
-import { toCell } from './duck-values.js';
+import { refineDuckError } from './duck-errors.js';
 import { isReadStatement, REPLICA_TABLE } from './query-guard.js';
+import { type EncodedResult, type QueryLimits, readResult } from './result-reader.js';
 import { checkSources } from './source-guard.js';
 
-/** Bounds of one query: its deadline and the largest result it may return. */
-export interface QueryLimits {
-  timeoutMs: number;
-  maxRows: number;
-  maxBytes: number;
-}
-
-/**
- * A query result, already encoded: `chunks` joined with commas are the JSON rows (without the
- * enclosing brackets), `bytes` their size plus separators.
- */
-export interface EncodedResult {
-  columns: string[];
-  rowCount: number;
-  bytes: number;
-  chunks: Buffer[];
-}
+export type { EncodedResult, QueryLimits } from './result-reader.js';
 
 const META_TABLE = 'replica_meta';
-/** Rows (DuckDB's vector size) or encoded bytes converted between two turns of the event loop. */
-const YIELD_EVERY_ROWS = 2048;
-const YIELD_EVERY_BYTES = 256 * 1024;
 /** Prepared read statements kept per replica (by SQL text). */
 const STATEMENT_CACHE = 64;
 
@@ -240,7 +219,6 @@ export class Replica {
     const deadline = () => {
       if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
     };
-    let stopEarly = false;
     try {
       const prepared = await this.prepareRead(sqlText);
       deadline();
@@ -253,53 +231,14 @@ export class Replica {
       if (params.length > 0) prepared.bind(params);
       const result = await prepared.stream();
       deadline();
-      const columns = result.columnNames();
-      const chunks: Buffer[] = [];
-      let rowCount = 0;
-      let bytes = 0;
-      let rowsAtYield = 0;
-      let bytesAtYield = 0;
-      const tooLarge = (what: string) => {
-        stopEarly = true;
-        return boardError(
-          'ResultTooLarge',
-          `the result is larger than ${what}; narrow the query (WHERE, LIMIT, fewer columns) or aggregate`,
-          { rows: rowCount, bytes },
-        );
-      };
-      for (;;) {
-        const chunk = await result.fetchChunk();
-        deadline();
-        if (!chunk || chunk.rowCount === 0) break;
-        const n = chunk.rowCount;
-        if (rowCount + n > limits.maxRows) throw tooLarge(`${limits.maxRows} rows`);
-        const vectors = columns.map((_c, i) => chunk.getColumnVector(i));
-        const encoded: string[] = new Array(n);
-        for (let r = 0; r < n; r++) {
-          const row = JSON.stringify(vectors.map((v) => toCell(v.getItem(r))));
-          bytes += Buffer.byteLength(row) + 1;
-          if (bytes > limits.maxBytes) throw tooLarge(`${limits.maxBytes} bytes`);
-          encoded[r] = row;
-        }
-        rowCount += n;
-        chunks.push(Buffer.from(encoded.join(',')));
-        // Let other requests (and /health) run between chunks: after every full chunk's worth of
-        // rows or bytes converted (a point query's single small chunk needs no extra turn).
-        if (rowCount - rowsAtYield >= YIELD_EVERY_ROWS || bytes - bytesAtYield >= YIELD_EVERY_BYTES) {
-          await yieldToEventLoop();
-          deadline();
-          rowsAtYield = rowCount;
-          bytesAtYield = bytes;
-        }
-      }
-      return { columns, rowCount, bytes, chunks };
+      return await readResult(result, limits, deadline);
     } catch (err) {
       if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
-      throw refine(err, this.path);
+      // A result abandoned half-read would keep its pipeline running until the next statement.
+      if (err instanceof BoardError && err._tag === 'ResultTooLarge') conn.interrupt();
+      throw refineDuckError(err, this.path);
     } finally {
       clearTimeout(timer);
-      // A result abandoned half-read would keep its pipeline running until the next statement.
-      if (stopEarly) conn.interrupt();
     }
   }
 
@@ -454,29 +393,6 @@ function appendCell(appender: DuckDBAppender, type: ColumnType, value: Cell): vo
       appender.appendTimestamp(new DuckDBTimestampValue(BigInt(value as number)));
       break;
   }
-}
-
-/**
- * DuckDB's errors as tagged errors: permission refusals are `QueryRefused`, the rest `QueryFailed`
- * with DuckDB's message (the feedback a query author needs), in which the node's directories are
- * blanked to `<data>` (an out-of-memory message, for one, names the temp directory).
- */
-function refine(err: unknown, replicaPath: string): Error {
-  if (err instanceof BoardError) return err;
-  const message = blankPaths(err instanceof Error ? err.message : String(err), replicaPath);
-  if (/Permission Error|disabled by configuration|configuration has been locked|extension/i.test(message)) {
-    return boardError('QueryRefused', message);
-  }
-  return boardError('QueryFailed', message);
-}
-
-/** Replaces the data directory (two levels above a replica file) and the home directory in `text`. */
-function blankPaths(text: string, replicaPath: string): string {
-  let out = text;
-  for (const dir of [dirname(dirname(replicaPath)), homedir()]) {
-    if (dir.length > 1) out = out.split(dir).join('<data>');
-  }
-  return out;
 }
 
 /** Removes a replica's database and WAL files. */

@@ -1,0 +1,78 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { DuckDBResult } from '@duckdb/node-api';
+import { boardError } from '../errors.js';
+import { toCell } from './duck-values.js';
+
+/** Bounds of one query: its deadline and the largest result it may return. */
+export interface QueryLimits {
+  timeoutMs: number;
+  maxRows: number;
+  maxBytes: number;
+}
+
+/**
+ * A query result, already encoded: `chunks` joined with commas are the JSON rows (without the
+ * enclosing brackets), `bytes` their size plus separators.
+ */
+export interface EncodedResult {
+  columns: string[];
+  rowCount: number;
+  bytes: number;
+  chunks: Buffer[];
+}
+
+/** Rows (DuckDB's vector size) or encoded bytes converted between two turns of the event loop. */
+const YIELD_EVERY_ROWS = 2048;
+const YIELD_EVERY_BYTES = 256 * 1024;
+
+/**
+ * Reads a streaming DuckDB result one data chunk at a time, converting each row to cells and
+ * encoding it to JSON as it goes. Past `limits.maxRows` rows or `limits.maxBytes` encoded bytes it
+ * throws `ResultTooLarge` (the caller interrupts the half-read result). After every chunk's worth of
+ * rows or bytes the event loop gets a turn, and `deadline()` (which throws once the query's time is
+ * up) is checked after every await.
+ */
+export async function readResult(
+  result: DuckDBResult,
+  limits: QueryLimits,
+  deadline: () => void,
+): Promise<EncodedResult> {
+  const columns = result.columnNames();
+  const chunks: Buffer[] = [];
+  let rowCount = 0;
+  let bytes = 0;
+  let rowsAtYield = 0;
+  let bytesAtYield = 0;
+  const tooLarge = (what: string) =>
+    boardError(
+      'ResultTooLarge',
+      `the result is larger than ${what}; narrow the query (WHERE, LIMIT, fewer columns) or aggregate`,
+      { rows: rowCount, bytes },
+    );
+  for (;;) {
+    const chunk = await result.fetchChunk();
+    deadline();
+    if (!chunk || chunk.rowCount === 0) break;
+    const n = chunk.rowCount;
+    if (rowCount + n > limits.maxRows) throw tooLarge(`${limits.maxRows} rows`);
+    const vectors = columns.map((_c, i) => chunk.getColumnVector(i));
+    const encoded: string[] = new Array(n);
+    for (let r = 0; r < n; r++) {
+      const row = JSON.stringify(vectors.map((v) => toCell(v.getItem(r))));
+      bytes += Buffer.byteLength(row) + 1;
+      if (bytes > limits.maxBytes) throw tooLarge(`${limits.maxBytes} bytes`);
+      encoded[r] = row;
+    }
+    rowCount += n;
+    chunks.push(Buffer.from(encoded.join(',')));
+    // Let other requests (and /health) run between chunks (a point query's single small chunk
+    // needs no extra turn).
+    if (rowCount - rowsAtYield >= YIELD_EVERY_ROWS || bytes - bytesAtYield >= YIELD_EVERY_BYTES) {
+      await yieldToEventLoop();
+      deadline();
+      rowsAtYield = rowCount;
+      bytesAtYield = bytes;
+    }
+  }
+  return { columns, rowCount, bytes, chunks };
+}
