@@ -6,8 +6,9 @@ ensure_node
 # strace: the test proving `orch compile` opens no socket watches the process's system calls.
 # postgresql-15: the server store (DATABASE_URL) of the orchd and board-node suites, beside the embedded one.
 # chromium: the dashboard tests (*.browser.test.ts) drive Debian's Chromium with playwright-core.
-# qemu-system-x86 ... lz4: orch-agent's microVMs in the *.vm.test.ts suites (see packages/agent).
-ensure_debian strace postgresql-15 chromium "${AGENT_DEBIAN_PACKAGES[@]}"
+# qemu-system-x86 ... umoci: orch-agent's microVMs and images in the *.vm.test.ts suites (see packages/agent).
+# docker-registry: the loopback registry images.vm.test.ts pulls from.
+ensure_debian strace postgresql-15 chromium docker-registry "${AGENT_DEBIAN_PACKAGES[@]}"
 ensure_npm_packages
 log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached)"
 npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"

@@ -72,8 +72,57 @@ export const OPTIONS = declareOptions({
   logLevel: logLevelOption('AGENT_LOG_LEVEL'),
 });
 
-/** The options `orch-agent setup` and `orch-agent image import` take: only where the data lives. */
-export const SETUP_OPTIONS = declareOptions({ dataDir: OPTIONS.dataDir, qemu: OPTIONS.qemu });
+/** Images `orch-agent setup` can build (`AGENT_IMAGES`). */
+export const SETUP_IMAGES = ['busybox', 'debian-12'] as const;
+
+/** The options `orch-agent setup` takes: where the data lives and which images to build. */
+export const SETUP_OPTIONS = declareOptions({
+  dataDir: OPTIONS.dataDir,
+  qemu: OPTIONS.qemu,
+  images: {
+    env: 'AGENT_IMAGES',
+    flag: '--images <list>',
+    schema: z
+      .string()
+      .default(SETUP_IMAGES.join(','))
+      .transform((v) =>
+        v
+          .split(',')
+          .map((i) => i.trim())
+          .filter(Boolean),
+      )
+      .pipe(z.array(z.enum(SETUP_IMAGES)).min(1, 'name at least one image')),
+    description: `images setup builds, comma-separated: ${SETUP_IMAGES.join(', ')}`,
+  },
+});
+
+/** The options of `orch-agent image import|pull`: where the data lives and how registries are reached. */
+export const IMAGE_OPTIONS = declareOptions({
+  dataDir: OPTIONS.dataDir,
+  qemu: OPTIONS.qemu,
+  registryCredentials: {
+    env: 'AGENT_REGISTRY_CREDENTIALS',
+    schema: z
+      .string()
+      .default('')
+      .refine((v) => v === '' || /^[^:]+:.+$/s.test(v), 'must be USER:PASSWORD'),
+    secret: true,
+    description: 'image pull: USER:PASSWORD for the registry (never logged; given to skopeo in a 0600 file)',
+  },
+  registryTlsVerify: {
+    env: 'AGENT_REGISTRY_TLS_VERIFY',
+    schema: z
+      .enum(['true', 'false'])
+      .default('true')
+      .transform((v) => v === 'true'),
+    description: "image pull: verify the registry's TLS certificate (false also allows plain http)",
+  },
+  registryCertDir: {
+    env: 'AGENT_REGISTRY_CERT_DIR',
+    schema: z.string().default(''),
+    description: 'image pull: directory of extra CA certificates (*.crt) for the registry',
+  },
+});
 
 type Parsed = OptionValues<typeof OPTIONS>;
 /** Raw option values from the command line (they win over the environment). */
@@ -86,8 +135,23 @@ export interface Config extends Omit<Parsed, 'microvmToken' | 'gpuToken'> {
   readonly kind: 'microvm' | 'gpu';
 }
 
-/** Settings of `orch-agent setup` and `orch-agent image import`: only where the data lives. */
+/** Settings of `orch-agent setup`. */
 export type SetupConfig = OptionValues<typeof SETUP_OPTIONS>;
+
+/** How `orch-agent image pull` reaches registries. */
+export interface RegistryConfig {
+  /** `USER:PASSWORD`, or '' for anonymous pulls. A secret: never logged, never on a command line. */
+  readonly credentials: string;
+  readonly tlsVerify: boolean;
+  /** Directory of extra CA certificates, or ''. */
+  readonly certDir: string;
+}
+
+/** Settings of `orch-agent image import|pull`. */
+export interface ImageConfig {
+  readonly dataDir: string;
+  readonly registry: RegistryConfig;
+}
 
 /**
  * Reads the server's flags (which win) and environment variables, validates everything, and
@@ -126,10 +190,26 @@ export function loadConfig(fromFlags: RawOptions, env: Readonly<Record<string, s
   };
 }
 
-/** Reads the options of `orch-agent setup` and `orch-agent image import`. */
+/** Reads the options of `orch-agent setup`. */
 export function loadSetupConfig(
   fromFlags: RawOptionsOf<typeof SETUP_OPTIONS>,
   env: Readonly<Record<string, string | undefined>>,
 ): SetupConfig {
   return loadOptions(SETUP_OPTIONS, { flags: fromFlags, env });
+}
+
+/** Reads the options of `orch-agent image import|pull`. */
+export function loadImageConfig(
+  fromFlags: RawOptionsOf<typeof IMAGE_OPTIONS>,
+  env: Readonly<Record<string, string | undefined>>,
+): ImageConfig {
+  const v = loadOptions(IMAGE_OPTIONS, { flags: fromFlags, env });
+  return {
+    dataDir: v.dataDir,
+    registry: {
+      credentials: v.registryCredentials,
+      tlsVerify: v.registryTlsVerify,
+      certDir: v.registryCertDir,
+    },
+  };
 }

@@ -6,9 +6,18 @@ import {
   refuseUnknownCommand,
   runMain,
 } from '@support/server';
-import { loadConfig, loadSetupConfig, OPTIONS, SETUP_OPTIONS } from './config.js';
+import {
+  IMAGE_OPTIONS,
+  loadConfig,
+  loadImageConfig,
+  loadSetupConfig,
+  OPTIONS,
+  SETUP_OPTIONS,
+} from './config.js';
 import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
+import { importImage } from './images/oci-import.js';
+import { pullImage } from './images/registry-pull.js';
 import { runSetup } from './images/setup.js';
 import { Agent } from './server.js';
 
@@ -32,23 +41,44 @@ await runMain('orch-agent', async (signal) => {
     SETUP_OPTIONS,
   ).action(async (_opts, cmd) => {
     const config = loadSetupConfig(flagValues(cmd, SETUP_OPTIONS), process.env);
-    await runSetup(config.dataDir, progress).catch((err: Error) => {
+    await runSetup(config.dataDir, progress, config.images).catch((err: Error) => {
       throw new Error(`setup: ${err.message}`, { cause: err });
     });
   });
   const image = program.command('image').description('guest images');
   addOptions(
     image
-      .command('import <name> <rootfs>')
-      .description('add an image from a root filesystem tarball (ROOTFS.tar or .tar.gz)'),
-    SETUP_OPTIONS,
-  ).action(async (name: string, tarball: string, _opts, cmd) => {
-    const config = loadSetupConfig(flagValues(cmd, SETUP_OPTIONS), process.env);
-    progress(`image ${name}: importing ${tarball}`);
-    await new ImageStore(new Layout(config.dataDir)).importTarball(name, tarball).catch((err: Error) => {
+      .command('import <name> <source>')
+      .description(
+        'add an image; SOURCE is a rootfs tarball (.tar, .tar.gz), oci-archive:PATH[:REF], oci:DIR:TAG or docker-archive:PATH[:REF]',
+      ),
+    IMAGE_OPTIONS,
+  ).action(async (name: string, source: string, _opts, cmd) => {
+    const config = loadImageConfig(flagValues(cmd, IMAGE_OPTIONS), process.env);
+    progress(`image ${name}: importing ${source}`);
+    const layout = new Layout(config.dataDir);
+    await importImage(new ImageStore(layout), layout, name, source).catch((err: Error) => {
       throw new Error(`image import: ${err.message}`, { cause: err });
     });
     progress(`image ${name}: ready`);
+  });
+  addOptions(
+    image
+      .command('pull <ref> [name]')
+      .description(
+        'pull HOST[:PORT]/NAME[:TAG|@sha256:...] from a registry with skopeo (TLS verified; AGENT_REGISTRY_*)',
+      ),
+    IMAGE_OPTIONS,
+  ).action(async (ref: string, name: string | undefined, _opts, cmd) => {
+    const config = loadImageConfig(flagValues(cmd, IMAGE_OPTIONS), process.env);
+    progress(`image pull: ${ref}`);
+    const layout = new Layout(config.dataDir);
+    const pulled = await pullImage(new ImageStore(layout), layout, config.registry, ref, name).catch(
+      (err: Error) => {
+        throw new Error(`image pull: ${err.message}`, { cause: err });
+      },
+    );
+    progress(`image ${pulled.name}: ready (from ${pulled.source})`);
   });
   await program.parseAsync(process.argv);
 });

@@ -15,6 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { run } from '../util/run.js';
+import { DEBIAN_IMAGE, ensureDebianImage } from './debian-image.js';
 import { guestRuntimeStamp, HOST_BUSYBOX, populateBusyboxRoot } from './guest-runtime.js';
 import { GUEST_MODULES, INITRAMFS_INIT } from './guest-scripts.js';
 import { ImageStore } from './image-store.js';
@@ -28,7 +29,14 @@ export const DEBIAN_PACKAGES = [
   'e2fsprogs',
   'lz4',
   'util-linux',
+  // debian-12 image (mmdebstrap); OCI import and registry pull (skopeo + umoci).
+  'mmdebstrap',
+  'skopeo',
+  'umoci',
 ];
+
+/** The images `setup` knows how to build, and its default selection (`AGENT_IMAGES`). */
+export const BUILDABLE_IMAGES = [DEFAULT_IMAGE, DEBIAN_IMAGE] as const;
 
 /** What `kernel/kernel.json` records. */
 export interface KernelMeta {
@@ -45,15 +53,22 @@ export type Progress = (message: string) => void;
 /**
  * `orch-agent setup`: idempotent and cached under AGENT_DATA_DIR. Installs missing Debian packages,
  * fetches the Debian cloud kernel (`apt-get download` + `dpkg -x`), unpacks it to a vmlinux, builds
- * the initramfs (busybox + virtio modules) and the `busybox` base image.
+ * the initramfs (busybox + virtio modules) and the chosen images (`busybox`, `debian-12`).
  */
-export async function runSetup(dataDir: string, progress: Progress): Promise<void> {
+export async function runSetup(
+  dataDir: string,
+  progress: Progress,
+  images: readonly string[] = BUILDABLE_IMAGES,
+): Promise<void> {
   const layout = new Layout(dataDir);
   await mkdir(layout.root, { recursive: true });
   await ensureDebianPackages(DEBIAN_PACKAGES, progress);
   const kernel = await ensureKernel(layout, progress);
   await ensureInitramfs(layout, kernel, progress);
-  await ensureBusyboxImage(layout, progress);
+  if (images.includes(DEFAULT_IMAGE)) await ensureBusyboxImage(layout, progress);
+  if (images.includes(DEBIAN_IMAGE)) {
+    await ensureDebianImage(new ImageStore(layout), await guestRuntimeStamp(), progress);
+  }
   progress(`ready: kernel ${kernel.release}, images: ${(await new ImageStore(layout).list()).join(', ')}`);
 }
 
