@@ -57,9 +57,21 @@ $B ip link set lo up
 $B ip link set eth0 up 2>/dev/null
 $B ip addr add 10.0.2.15/24 dev eth0 2>/dev/null
 $B ip route add default via 10.0.2.2 2>/dev/null
-[ -w /etc ] && echo 'nameserver 10.0.2.3' > /etc/resolv.conf 2>/dev/null
+# DNS through the user-mode network's resolver (it forwards to the host's). A dangling symlink
+# (systemd-resolved in some images) would swallow the write: replace whatever is there.
+if [ -w /etc ]; then $B rm -f /etc/resolv.conf; echo 'nameserver 10.0.2.3' > /etc/resolv.conf; fi
+[ -e /etc/hosts ] || echo '127.0.0.1 localhost' > /etc/hosts 2>/dev/null
 # The disk is larger than the image: grow the filesystem to it (online, a fraction of a second).
 /orch/bin/resize2fs /dev/vda >/dev/null 2>&1
+# The image's own userland: its environment (Env of an OCI image config), with the runtime's
+# busybox applets last on PATH, only for what the image lacks.
+[ -r /orch/image.env ] && . /orch/image.env
+case ":$PATH:" in *:/orch/bin:*) ;; *) export PATH="$PATH:/orch/bin" ;; esac
+# ORCH_SH: the shell of exec, the startup script and the console. The image's /bin/sh when it has
+# a working one (dash, bash, its busybox), else the runtime's.
+ORCH_SH=/orch/bin/sh
+[ -x /bin/sh ] && /bin/sh -c : 2>/dev/null && ORCH_SH=/bin/sh
+export ORCH_SH
 /orch/bin/sh /orch/console &
 /orch/bin/sh /orch/guest-agent &
 # PID 1 reaps every orphan: ash's wait blocks in waitpid(-1) while its own jobs run.
@@ -69,7 +81,7 @@ while :; do wait; $B sleep 1; done
 /** `/orch/console`: an interactive shell on the serial console, respawned when it exits. */
 export const ORCH_CONSOLE = `#!/orch/bin/sh
 while :; do
-  TERM=vt100 PS1='\\h:\\w# ' /orch/bin/setsid -c /orch/bin/sh -l </dev/ttyS0 >/dev/ttyS0 2>&1
+  TERM=vt100 PS1='\\h:\\w# ' /orch/bin/setsid -c "\${ORCH_SH:-/orch/bin/sh}" -l </dev/ttyS0 >/dev/ttyS0 2>&1
   /orch/bin/sleep 0.2
 done
 `;
@@ -87,8 +99,9 @@ export const ORCH_GUEST_AGENT = `#!/orch/bin/sh
 # Unsolicited (guest -> host): H - UPTIME_SECONDS each time the agent opens the port: the guest is
 # ready. The host writes nothing before it has seen H (bytes written to a port the guest has not
 # opened yet can stay stuck in QEMU's socket chardev).
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/orch/bin
+# PATH and ORCH_SH (the image's shell, or the runtime's) come from /orch/init.
 B=/orch/bin/busybox
+S=\${ORCH_SH:-/orch/bin/sh}
 R=/run/orch
 $B mkdir -p $R/x
 $B chmod 700 $R
@@ -120,7 +133,7 @@ do_exec() {
   $B mkdir -p "$d"
   unb64 "$4" > "$d/cmd"
   unb64 "$5" > "$d/in"
-  $B setsid /orch/bin/sh "$d/cmd" < "$d/in" > "$d/out" 2> "$d/err" &
+  $B setsid "$S" "$d/cmd" < "$d/in" > "$d/out" 2> "$d/err" &
   pid=$!
   $B setsid /orch/bin/sh -c "$B sleep $2; $B touch $d/timeout; $B kill -KILL -$pid 2>/dev/null || $B kill -KILL $pid" >/dev/null 2>&1 &
   wd=$!
@@ -142,7 +155,7 @@ do_exec() {
 do_startup() {
   (umask 077; unb64 "$2" > $R/startup.sh; unb64 "$3" > $R/startup.env; unb64 "$4" > $R/manifest.json)
   ( cd /
-    ORCH_MANIFEST=$R/manifest.json HOME=/root $B setsid /orch/bin/sh -c ". $R/startup.env; $B rm -f $R/startup.env; /orch/bin/sh $R/startup.sh; echo \\"[orch] startup script exited with status \\$?\\"" < /dev/null > "\${LOGP:-/dev/null}" 2>&1 ) &
+    ORCH_MANIFEST=$R/manifest.json HOME=/root $B setsid "$S" -c ". $R/startup.env; $B rm -f $R/startup.env; $S $R/startup.sh; echo \\"[orch] startup script exited with status \\$?\\"" < /dev/null > "\${LOGP:-/dev/null}" 2>&1 ) &
   say "$1" "S $1"
 }
 handle() {
