@@ -104,6 +104,7 @@ export class Agent implements Service, Startable {
       accelerator: config.kind === 'gpu' ? 'none' : (await qemuFound()) ? accelerator : 'none',
       ...(await vms.resources()),
       images: await images.list(),
+      image_details: await images.describe(),
       gpus: [],
     });
     const app = buildApp({ auth, vms, info, logger });

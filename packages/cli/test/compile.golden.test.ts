@@ -10,6 +10,7 @@ import { REPO_ROOT, runOrch } from './run-orch.js';
 const GOLDEN = join(REPO_ROOT, 'packages/cli/test/golden');
 const EXAMPLES: readonly [name: string, extra: readonly string[]][] = [
   ['small', []],
+  ['python', []],
   ['full', []],
   ['services-secrets', []],
   ['gpu', []],

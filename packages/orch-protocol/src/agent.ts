@@ -34,6 +34,21 @@ export const AgentGpu = z
   .meta({ id: 'AgentGpu' });
 export type AgentGpu = z.infer<typeof AgentGpu>;
 
+/** One image a host can boot, as `GET /v1/info` lists it in `image_details`. */
+export const AgentImage = z
+  .object({
+    name: text(256),
+    /** Size of the image's root filesystem file in bytes. */
+    size_bytes: z.number().int().nonnegative(),
+    /** `sha256:<hex>` of the root filesystem file, or null for an image built before digests were recorded. */
+    digest: text(128).nullable().default(null),
+    /** Where it came from: `busybox`, `mmdebstrap:bookworm`, `oci-archive:PATH`, `docker://REF`, `tarball:PATH`. */
+    source: text(4096).default('unknown'),
+    created_at: text(64).default(''),
+  })
+  .meta({ id: 'AgentImage' });
+export type AgentImage = z.infer<typeof AgentImage>;
+
 /**
  * `GET /v1/info` on an agent. Unknown fields are ignored, so agents can add some. Its strings keep
  * the text rule (`text.ts`): an answer with a NUL is malformed, not stored.
@@ -48,7 +63,10 @@ export const AgentInfo = z
     accelerator: text(64).default('none'),
     capacity: Resources,
     free: Resources,
+    /** Names of the images this host boots (what `spec.image` may name). */
     images: z.array(text(256)).max(10_000).default([]),
+    /** The same images with size, digest and source. */
+    image_details: z.array(AgentImage).max(10_000).default([]),
     gpus: z.array(AgentGpu).max(1024).default([]),
   })
   .meta({ id: 'AgentInfo' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentGpu, ARCHES, HOST_KINDS, Resources } from './agent.js';
+import { AgentGpu, AgentImage, ARCHES, HOST_KINDS, Resources } from './agent.js';
 import { HOST_ID, HOST_ID_RULE, headerToken, text } from './text.js';
 
 export { HOST_ID };
@@ -37,6 +37,8 @@ export const Host = z
     capacity: Resources,
     free: Resources,
     images: z.array(z.string()),
+    /** The images with size, digest and source, as the agent's `/v1/info` lists them. */
+    image_details: z.array(AgentImage).default([]),
     gpus: z.array(AgentGpu),
     labels: z.record(z.string(), z.string()),
     last_seen_at: z.iso.datetime().nullable(),

@@ -5,6 +5,7 @@
 export {
   AGENT_PATHS,
   AgentGpu,
+  AgentImage,
   AgentInfo,
   ARCHES,
   type Arch,

@@ -119,6 +119,14 @@ describe.skipIf(skip)('orch connect, context, apikeys, host', () => {
     expect((await orch('host', 'list')).stdout).toMatch(
       /^ID\s+KIND\s+ARCH\s+STATE\s+HEALTH\s+CPUS\s+RAM MB\s+DISK GB\s+URL\nh1\s+microvm\s+amd64\s+active\s+healthy\s+0\/8\s+0\/16384\s+0\/200\s+http:/,
     );
+    // GET /v1/hosts/{id} and `orch host images` show the images the agent reported, with details.
+    const got = JSON.parse((await orch('-o', 'json', 'host', 'get', 'h1')).stdout);
+    expect(got.image_details).toEqual([
+      { name: 'debian-12', size_bytes: 1 << 30, digest: null, source: 'mmdebstrap:bookworm', created_at: '' },
+    ]);
+    expect((await orch('host', 'images', 'h1')).stdout).toMatch(
+      /^NAME\s+SIZE\s+DIGEST\s+SOURCE\ndebian-12\s+1024 MiB\s+-\s+mmdebstrap:bookworm\n$/,
+    );
     expect((await orch('host', 'cordon', 'h1')).stdout).toContain('cordoned');
     expect(JSON.parse((await orch('-o', 'json', 'host', 'get', 'h1')).stdout).state).toBe('cordoned');
     expect((await orch('host', 'uncordon', 'h1')).stdout).toContain('active');

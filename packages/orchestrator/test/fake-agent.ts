@@ -64,6 +64,15 @@ export class FakeAgent {
       capacity: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
       free: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
       images: ['debian-12'],
+      image_details: [
+        {
+          name: 'debian-12',
+          size_bytes: 1 << 30,
+          digest: null,
+          source: 'mmdebstrap:bookworm',
+          created_at: '',
+        },
+      ],
       gpus: [],
       ...info,
     });

@@ -64,6 +64,20 @@ export async function getHost(id: string, output: OutputMode): Promise<string> {
   return show(await (await client()).call<Host>('GET', path(id)), output);
 }
 
+/** `orch host images <id>`: the images the host boots, with size, digest and source. */
+export async function hostImages(id: string, output: OutputMode): Promise<string> {
+  const host = await (await client()).call<Host>('GET', path(id));
+  const images = host.image_details ?? [];
+  if (output === 'json') return `${JSON.stringify({ images }, null, 2)}\n`;
+  if (images.length === 0 && host.images.length === 0) return `host ${id} reports no images\n`;
+  // An agent older than image details reports only names.
+  const rows =
+    images.length > 0
+      ? images.map((i) => [i.name, `${(i.size_bytes / 2 ** 20).toFixed(0)} MiB`, i.digest ?? '-', i.source])
+      : host.images.map((n) => [n, '-', '-', '-']);
+  return table(['NAME', 'SIZE', 'DIGEST', 'SOURCE'], rows);
+}
+
 export async function setHostState(
   id: string,
   action: 'cordon' | 'uncordon',

@@ -13,7 +13,7 @@ interface RegisterFlags {
   label?: string[];
 }
 
-/** Declares `orch host register|list|get|cordon|uncordon|rm`. */
+/** Declares `orch host register|list|get|images|cordon|uncordon|rm`. */
 export function addHost(program: Command): void {
   const host = program.command('host').description('Register, inspect, cordon and remove host agents');
   host
@@ -37,6 +37,13 @@ export function addHost(program: Command): void {
     .argument('<id>', 'host id')
     .action(
       printing(async (id: string, _opts: unknown, mode: OutputMode) => (await hosts()).getHost(id, mode)),
+    );
+  host
+    .command('images')
+    .description('List the images a host boots (name, size, digest, source)')
+    .argument('<id>', 'host id')
+    .action(
+      printing(async (id: string, _opts: unknown, mode: OutputMode) => (await hosts()).hostImages(id, mode)),
     );
   for (const action of ['cordon', 'uncordon'] as const) {
     host

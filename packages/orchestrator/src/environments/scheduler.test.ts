@@ -18,6 +18,7 @@ function host(id: string, over: Partial<Host> = {}): Host {
     capacity: { cpus: 8, ram_mb: 16384, disk_gb: 100 },
     free: { cpus: 8, ram_mb: 16384, disk_gb: 100 },
     images: ['debian-12'],
+    image_details: [],
     gpus: [],
     labels: {},
     last_seen_at: null,

@@ -35,6 +35,7 @@ export class HostsRepo {
       capacity: JSON.stringify(r.info.capacity),
       free: JSON.stringify(r.info.free),
       images: JSON.stringify(r.info.images),
+      image_details: JSON.stringify(r.info.image_details),
       gpus: JSON.stringify(r.info.gpus),
       last_seen_at: now,
       updated_at: now,
@@ -101,6 +102,7 @@ export class HostsRepo {
               capacity: JSON.stringify(info.capacity),
               free: JSON.stringify(info.free),
               images: JSON.stringify(info.images),
+              image_details: JSON.stringify(info.image_details),
               gpus: JSON.stringify(info.gpus),
               last_seen_at: now,
             }
@@ -126,6 +128,7 @@ function toHost(row: Selectable<HostsTable>): Host {
     capacity: row.capacity,
     free: row.free,
     images: row.images,
+    image_details: row.image_details,
     gpus: row.gpus,
     labels: row.labels,
     last_seen_at: row.last_seen_at ? row.last_seen_at.toISOString() : null,

@@ -109,6 +109,15 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0003_host_image_details': {
+    async up(db: Kysely<unknown>) {
+      // Each image a host boots with its size, digest and source (AgentInfo.image_details).
+      await db.schema
+        .alterTable('hosts')
+        .addColumn('image_details', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,4 +1,4 @@
-import type { VmSpec } from '@orch/protocol';
+import type { AgentImage, VmSpec } from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -21,6 +21,7 @@ export interface HostsTable {
   capacity: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
   free: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
   images: Json<string[]>;
+  image_details: Json<AgentImage[]>;
   gpus: Json<{ model: string; count: number; free: number; mig_profiles: string[] }[]>;
   labels: Json<Record<string, string>>;
   last_seen_at: Timestamp | null;
