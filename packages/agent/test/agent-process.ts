@@ -9,8 +9,11 @@ import type { AgentVm } from '@orch/protocol';
 
 export const AGENT_BIN = fileURLToPath(new URL('../bin/orch-agent.js', import.meta.url));
 const REPO = fileURLToPath(new URL('../../..', import.meta.url));
-/** Kernel, initramfs and images built once by `orch-agent setup` and shared by every test agent. */
-const ASSETS = join(REPO, '.data', 'test-agent-assets');
+/**
+ * Kernel, initramfs and images built once by `orch-agent setup` and shared by every test agent
+ * (`ORCH_TEST_AGENT_ASSETS` points elsewhere, e.g. to try an image build without touching them).
+ */
+export const ASSETS = process.env.ORCH_TEST_AGENT_ASSETS || join(REPO, '.data', 'test-agent-assets');
 
 /** Whether QEMU is installed. Under CI=true a VM suite without it fails; it is never skipped. */
 export function qemuAvailable(): boolean {
@@ -21,16 +24,23 @@ export function qemuAvailable(): boolean {
 }
 
 let assetsReady = false;
-/** Runs `orch-agent setup` into the shared assets directory (idempotent, cached). */
+/** Runs `orch-agent setup` (busybox and debian-12) into the shared assets directory (idempotent, cached). */
 export function ensureGuestAssets(): string {
   if (assetsReady) return ASSETS;
-  const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
-    encoding: 'utf8',
-    timeout: 600_000,
-  });
-  if (r.status !== 0) throw new Error(`orch-agent setup failed:\n${r.stdout}\n${r.stderr}`);
+  runSetup();
   assetsReady = true;
   return ASSETS;
+}
+
+/** One `orch-agent setup` run into the assets directory; returns its output (progress lines). */
+export function runSetup(): string {
+  const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
+    encoding: 'utf8',
+    timeout: 1_200_000,
+    env: { ...process.env, AGENT_IMAGES: 'busybox,debian-12' },
+  });
+  if (r.status !== 0) throw new Error(`orch-agent setup failed:\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
 }
 
 /** PIDs of QEMU processes whose command line mentions `needle` (a data dir). */

@@ -33,8 +33,18 @@ test('orch-agent --help lists the commands and every flag and variable', () => {
   }
   const imp = run(['image', 'import', '--help'], {});
   expect(imp.status).toBe(0);
-  expect(imp.stdout).toContain('import [options] <name> <rootfs>');
+  expect(imp.stdout).toContain('import [options] <name> <source>');
   expect(imp.stdout).toContain('--data-dir');
+  expect(imp.stdout).toContain('oci-archive:PATH');
+  const pull = run(['image', 'pull', '--help'], {});
+  expect(pull.status).toBe(0);
+  expect(pull.stdout).toContain('pull [options] <ref> [name]');
+  for (const v of ['AGENT_REGISTRY_CREDENTIALS', 'AGENT_REGISTRY_TLS_VERIFY', 'AGENT_REGISTRY_CERT_DIR']) {
+    expect(pull.stdout).toContain(v);
+  }
+  const setup = run(['setup', '--help'], {});
+  expect(setup.stdout).toContain('AGENT_IMAGES');
+  expect(setup.stdout).toContain('--images');
 });
 
 test('orch-agent refuses bad configuration, naming every problem, with exit status 2', () => {
@@ -60,7 +70,7 @@ test('orch-agent refuses bad configuration, naming every problem, with exit stat
   expect(setup.stderr).toContain('AGENT_DATA_DIR (--data-dir)');
   const imp = run(['image', 'import', 'only-a-name'], {});
   expect(imp.status).toBe(2);
-  expect(imp.stderr).toContain("missing required argument 'rootfs'");
+  expect(imp.stderr).toContain("missing required argument 'source'");
 });
 
 test('a failing command exits with status 1', () => {
@@ -72,6 +82,29 @@ test('a failing command exits with status 1', () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('setup and image commands refuse unknown images, bad registry settings and bad references', () => {
+  const images = run(['setup', '--data-dir', '/nonexistent'], { AGENT_IMAGES: 'busybox,centos' });
+  expect(images.status).toBe(2);
+  expect(images.stderr).toContain('AGENT_IMAGES (--images)');
+  const empty = run(['setup'], { AGENT_IMAGES: ' , ' });
+  expect(empty.status).toBe(2);
+  expect(empty.stderr).toContain('name at least one image');
+  const registry = run(['image', 'pull', 'h:5000/x:1'], {
+    AGENT_REGISTRY_CREDENTIALS: 'no-colon-secret',
+    AGENT_REGISTRY_TLS_VERIFY: 'maybe',
+  });
+  expect(registry.status).toBe(2);
+  expect(registry.stderr).toContain('AGENT_REGISTRY_CREDENTIALS');
+  expect(registry.stderr).toContain('AGENT_REGISTRY_TLS_VERIFY');
+  expect(registry.stderr).not.toContain('no-colon-secret');
+  const unknown = run(['image', 'export', 'x'], {});
+  expect(unknown.status).toBe(2);
+  expect(unknown.stderr).toContain("unknown command 'export'");
+  const ref = run(['image', 'pull', 'no-registry-name', '--data-dir', dir], {});
+  expect(ref.status).toBe(1);
+  expect(ref.stderr).toContain('name the registry, as host[:port]/name[:tag]');
 });
 
 const dir = mkdtempSync(join(tmpdir(), 'orch-agent-noqemu-'));
