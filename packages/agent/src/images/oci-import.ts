@@ -90,7 +90,12 @@ export function describeToolFailure(what: string, err: unknown, scrub: readonly 
   const line =
     detail
       .split('\n')
-      .map((l) => l.replace(/^time="[^"]*" level=\w+ msg="?/, '').replace(/"$/, ''))
+      .map((l) =>
+        l
+          .replace(/^time="[^"]*" level=\w+ msg="?/, '')
+          .replace(/"$/, '')
+          .replace(/\\"/g, '"'),
+      )
       .filter(Boolean)
       .at(-1) ?? 'failed';
   if (/no descriptor found for reference|manifest unknown|not found/i.test(line)) {
@@ -120,9 +125,12 @@ export async function importWithSkopeo(
   try {
     const oci = join(work, 'oci');
     try {
+      // skopeo untars archives into its temporary directory: keep that on the data dir's filesystem.
       await run([
         'skopeo',
         '--insecure-policy',
+        '--tmpdir',
+        work,
         'copy',
         '--quiet',
         ...skopeoArgs,
