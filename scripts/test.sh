@@ -11,7 +11,7 @@ ensure_node
 ensure_debian strace postgresql-15 chromium docker-registry "${AGENT_DEBIAN_PACKAGES[@]}"
 ensure_npm_packages
 log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached)"
-npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"
+AGENT_IMAGES=busybox,debian-12 npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"
 
 log "lint and format check (biome)"
 npx --no-install biome check .

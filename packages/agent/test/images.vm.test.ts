@@ -64,6 +64,15 @@ describe.skipIf(!ready)('images: debian-12, OCI import, registry pull (real QEMU
   }, 600_000);
 
   test('imports an OCI archive, an OCI layout tag and a docker-archive: layers, whiteouts, config, digest', () => {
+    const noshell = agentCli([
+      'image',
+      'import',
+      'noshell',
+      `oci:${oci.layout}:noshell`,
+      '--data-dir',
+      dataDir,
+    ]);
+    expect(noshell.status, noshell.stderr).toBe(0);
     for (const [name, source] of [
       ['ocibox', `oci-archive:${oci.ociArchive}`],
       ['ocidir', `oci:${oci.layout}:v2`],
@@ -177,11 +186,12 @@ describe.skipIf(!ready)('images: debian-12, OCI import, registry pull (real QEMU
       ['deb', 'debian-12'],
       ['oci', 'ocibox'],
       ['pull', 'ocibox-v2'],
+      ['bare', 'noshell'],
     ] as const) {
       const r = await agent.request('POST', '/v1/vms', vmRequest(id, { startup_script: startup }, { image }));
       expect(r.status, JSON.stringify(r.body)).toBe(202);
     }
-    for (const id of ['deb', 'oci', 'pull']) expect((await agent.waitVm(id)).state).toBe('running');
+    for (const id of ['deb', 'oci', 'pull', 'bare']) expect((await agent.waitVm(id)).state).toBe('running');
 
     const py = await agent.exec('deb', ['python3', '-c', 'print(6*7)']);
     expect(py).toMatchObject({ exit_code: 0, stdout: '42\n' });

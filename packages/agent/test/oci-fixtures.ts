@@ -45,6 +45,11 @@ export function buildOciImage(dir: string): { layout: string; ociArchive: string
     `umoci config --image ${layout}:v2 --config.env PATH=/custom/bin:/usr/bin:/bin --config.env GREETING=oci ` +
       `--config.workingdir /etc --config.user root --config.entrypoint /bin/sh --config.cmd -c --config.cmd hello`,
   );
+  // `noshell`: one file and no shell at all (as a distroless image): exec falls back to /orch/bin.
+  writeFileSync(join(dir, 'note.txt'), 'no shell here\n');
+  sh(
+    `umoci new --image ${layout}:noshell && umoci insert --image ${layout}:noshell ${dir}/note.txt /note.txt`,
+  );
   const ociArchive = join(dir, 'image.oci.tar');
   const dockerArchive = join(dir, 'image.docker.tar');
   sh(`skopeo --insecure-policy copy --quiet oci:${layout}:v2 oci-archive:${ociArchive}`);
