@@ -44,7 +44,7 @@ const agent = spawn(process.execPath, [AGENT], {
     AGENT_ACCEL: 'tcg',
     AGENT_DATA_DIR: dataDir,
     MICROVM_AGENT_TOKEN: TOKEN,
-    AGENT_LOG_LEVEL: 'warn',
+    AGENT_LOG_LEVEL: 'info',
   },
   stdio: ['ignore', 'pipe', 'inherit'],
 });

@@ -206,6 +206,14 @@ describe.skipIf(!ready)('images: debian-12, OCI import, registry pull (real QEMU
       '/usr/bin/ps\n/usr/bin/ip\n/usr/bin/less\n/usr/bin/dash\nnameserver 10.0.2.3\n',
     );
     expect((await agent.exec('deb', ['ps', '--version'])).stdout).toMatch(/procps-ng/);
+    // The exec contract holds under dash too: env, cwd, stdin, 127 for a missing command.
+    const ctx = await agent.exec('deb', ['sh', '-c', 'echo "$X $(pwd)"; cat'], {
+      env: { X: "it's" },
+      cwd: '/usr',
+      stdin_base64: Buffer.from('in').toString('base64'),
+    });
+    expect(ctx).toMatchObject({ exit_code: 0, stdout: "it's /usr\nin" });
+    expect((await agent.exec('deb', ['no-such-command'])).exit_code).toBe(127);
     await expect
       .poll(async () => (await agent.request('GET', '/v1/vms/deb/log')).body)
       .toMatch(/shell=\/usr\/bin\/dash/);

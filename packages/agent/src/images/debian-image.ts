@@ -1,8 +1,10 @@
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { lstat, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../util/run.js';
+import { createInterface } from 'node:readline';
+import { CommandError } from '../util/run.js';
 import type { ImageStore } from './image-store.js';
 
 /** The name of the Debian image `orch-agent setup` builds. */
@@ -56,23 +58,30 @@ export async function debianRecipeStamp(sources: readonly string[]): Promise<str
  * writes the tree directly; apt's package cache and lists are cleaned by mmdebstrap, so a guest
  * runs `apt-get update` before installing.
  */
-export async function populateDebianRoot(root: string, sources: readonly string[]): Promise<void> {
-  await run([
-    'mmdebstrap',
-    '--quiet',
-    '--mode=root',
-    '--variant=minbase',
-    `--include=${DEBIAN_INCLUDE.join(',')}`,
-    // Documentation and translations are not needed in a sandbox and are a third of the size.
-    '--dpkgopt=path-exclude=/usr/share/man/*',
-    '--dpkgopt=path-exclude=/usr/share/locale/*',
-    '--dpkgopt=path-include=/usr/share/locale/locale.alias',
-    '--dpkgopt=path-exclude=/usr/share/doc/*',
-    '--dpkgopt=path-include=/usr/share/doc/*/copyright',
-    DEBIAN_SUITE,
-    root,
-    ...sources,
-  ]);
+export async function populateDebianRoot(
+  root: string,
+  sources: readonly string[],
+  progress: (message: string) => void = () => undefined,
+): Promise<void> {
+  await runReporting(
+    [
+      'mmdebstrap',
+      '--verbose', // stage lines (`I: ...`) even without a terminal; only those are shown
+      '--mode=root',
+      '--variant=minbase',
+      `--include=${DEBIAN_INCLUDE.join(',')}`,
+      // Documentation and translations are not needed in a sandbox and are a third of the size.
+      '--dpkgopt=path-exclude=/usr/share/man/*',
+      '--dpkgopt=path-exclude=/usr/share/locale/*',
+      '--dpkgopt=path-include=/usr/share/locale/locale.alias',
+      '--dpkgopt=path-exclude=/usr/share/doc/*',
+      '--dpkgopt=path-include=/usr/share/doc/*/copyright',
+      DEBIAN_SUITE,
+      root,
+      ...sources,
+    ],
+    progress,
+  );
   // The guest's init writes /etc/resolv.conf (user-mode network resolver); mmdebstrap leaves none
   // or the host's. A dangling symlink (systemd-resolved) would make that write fail.
   const resolv = join(root, 'etc', 'resolv.conf');
@@ -101,11 +110,12 @@ export async function ensureDebianImage(
     `image ${DEBIAN_IMAGE}: building with mmdebstrap (${DEBIAN_SUITE} minbase + ${DEBIAN_INCLUDE.join(', ')}) from ${sources.join(' ')}`,
   );
   const started = Date.now();
+  const step = (m: string) => progress(`image ${DEBIAN_IMAGE}: mmdebstrap: ${m}`);
   await store.build(
     DEBIAN_IMAGE,
     `Debian 12 (${DEBIAN_SUITE}) minbase built by orch-agent setup`,
     (root) =>
-      populateDebianRoot(root, sources).then(() =>
+      populateDebianRoot(root, sources, step).then(() =>
         progress(`image ${DEBIAN_IMAGE}: root filesystem ready, writing ext4`),
       ),
     { source: `mmdebstrap:${DEBIAN_SUITE}`, recipe_stamp: recipe },
@@ -114,4 +124,23 @@ export async function ensureDebianImage(
   progress(
     `image ${DEBIAN_IMAGE}: ready (${((meta?.size_bytes ?? 0) / 2 ** 20).toFixed(0)} MiB, ${((Date.now() - started) / 1000).toFixed(0)} s)`,
   );
+}
+
+/** Runs a command, passing its `I: ...` stage lines to `progress`; rejects like `run` with the stderr tail. */
+function runReporting(argv: readonly string[], progress: (message: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
+    const tail: string[] = [];
+    createInterface({ input: child.stderr }).on('line', (line) => {
+      tail.push(line);
+      if (tail.length > 40) tail.shift();
+      const m = /^I: (.*?)\.*$/.exec(line);
+      if (m && !/^(using|running|removing|skipping|automatically|chroot architecture|finding|success)/.test(m[1]!))
+        progress(m[1]!);
+    });
+    child.once('error', reject);
+    child.once('close', (code) =>
+      code === 0 ? resolve() : reject(new CommandError(argv, code, tail.join('\n'))),
+    );
+  });
 }
