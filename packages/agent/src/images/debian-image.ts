@@ -135,7 +135,10 @@ function runReporting(argv: readonly string[], progress: (message: string) => vo
       tail.push(line);
       if (tail.length > 40) tail.shift();
       const m = /^I: (.*?)\.*$/.exec(line);
-      if (m && !/^(using|running|removing|skipping|automatically|chroot architecture|finding|success)/.test(m[1]!))
+      if (
+        m &&
+        !/^(using|running|removing|skipping|automatically|chroot architecture|finding|success)/.test(m[1]!)
+      )
         progress(m[1]!);
     });
     child.once('error', reject);
