@@ -170,20 +170,6 @@ export class ImageStore {
       await rm(tmp, { recursive: true, force: true });
     }
   }
-
-  /** `orch-agent image import NAME TARBALL`: a root filesystem tarball (as `docker export` writes) becomes an image. */
-  async importTarball(name: string, tarball: string): Promise<void> {
-    this.layout.checkImageName(name, 'NAME');
-    if (!existsSync(tarball)) throw AgentError.invalid(`no such file: ${tarball}`);
-    await this.build(
-      name,
-      `imported from ${tarball}`,
-      async (root) => {
-        await run(['tar', '--numeric-owner', '-xpf', tarball, '-C', root]);
-      },
-      { source: `tarball:${tarball}` },
-    );
-  }
 }
 
 /**
