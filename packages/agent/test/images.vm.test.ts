@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentInfo } from '@orch/protocol';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import WebSocket from 'ws';
 import { AgentProcess, ASSETS, qemuAvailable, runSetup, vmRequest } from './agent-process.js';
 import { agentCli, buildOciImage, ociToolsAvailable, TestRegistry } from './oci-fixtures.js';
 
@@ -214,6 +215,22 @@ describe.skipIf(!ready)('images: debian-12, OCI import, registry pull (real QEMU
     });
     expect(ctx).toMatchObject({ exit_code: 0, stdout: "it's /usr\nin" });
     expect((await agent.exec('deb', ['no-such-command'])).exit_code).toBe(127);
+    // The console is the image's shell too.
+    const ws = new WebSocket(`ws://127.0.0.1:${agent.port}/v1/vms/deb/console`, {
+      headers: { authorization: `Bearer ${agent.token}` },
+    });
+    let seen = '';
+    ws.on('message', (d: Buffer) => {
+      seen += d.toString();
+    });
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    ws.send(Buffer.from('echo "con-$(readlink -f /proc/$$/exe)-$(( 6 * 7 ))"\n'));
+    for (let i = 0; i < 300 && !seen.includes('-42'); i++) await new Promise((r) => setTimeout(r, 100));
+    ws.close();
+    expect(seen).toContain('con-/usr/bin/dash-42');
     await expect
       .poll(async () => (await agent.request('GET', '/v1/vms/deb/log')).body)
       .toMatch(/shell=\/usr\/bin\/dash/);
