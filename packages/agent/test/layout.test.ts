@@ -7,6 +7,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { AgentError } from '../src/errors.js';
 import { ImageStore } from '../src/images/image-store.js';
 import { Layout } from '../src/images/layout.js';
+import { importImage } from '../src/images/oci-import.js';
 
 const base = mkdtempSync(join(tmpdir(), 'orch-agent-layout-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -131,7 +132,8 @@ describe('image names are checked before the image store touches a path', () => 
               store.build(name, 'x', async () => {
                 filled = true;
               }),
-            () => store.importTarball(name, join(victim, 'rootfs.img')),
+            () => importImage(store, layout, name, join(victim, 'rootfs.img')),
+            () => importImage(store, layout, name, `oci-archive:${join(victim, 'rootfs.img')}`),
           ]) {
             const err = await attempt().then(
               () => undefined,

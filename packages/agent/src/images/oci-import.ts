@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { AgentError, isDiskFull } from '../errors.js';
 import { CommandError, run } from '../util/run.js';
 import type { ImageConfig, ImageStore } from './image-store.js';
-import { IMAGE_NAME, type Layout } from './layout.js';
+import type { Layout } from './layout.js';
 
 /** The kinds of SOURCE `orch-agent image import NAME SOURCE` accepts. */
 export type ImportSource =
@@ -12,14 +12,9 @@ export type ImportSource =
   | { readonly kind: 'oci-archive' | 'docker-archive'; readonly path: string; readonly ref?: string }
   | { readonly kind: 'oci'; readonly path: string; readonly ref: string };
 
-/** Image names: the message every refusal of a bad name carries. */
-export function checkImageName(name: string): void {
-  if (!IMAGE_NAME.test(name)) {
-    throw AgentError.invalid(
-      `image name ${JSON.stringify(name)} must be 1-63 characters of [a-z0-9._-], starting with a letter or digit`,
-      { name },
-    );
-  }
+/** Refuses a name outside `IMAGE_NAME` before anything is read or written (the layout's one check and message). */
+export function checkImageName(layout: Layout, name: string): void {
+  layout.checkImageName(name, 'NAME');
 }
 
 /**
@@ -119,7 +114,7 @@ export async function importWithSkopeo(
   skopeoArgs: readonly string[] = [],
   scrub: readonly string[] = [],
 ): Promise<void> {
-  checkImageName(name);
+  checkImageName(layout, name);
   await mkdir(layout.imagesDir, { recursive: true });
   const work = await mkdtemp(join(layout.imagesDir, '.tmp-import-'));
   try {
@@ -169,7 +164,7 @@ export async function importImage(
   name: string,
   source: string,
 ): Promise<void> {
-  checkImageName(name);
+  checkImageName(layout, name);
   const src = parseImportSource(source);
   if (!existsSync(src.path)) throw AgentError.invalid(`no such file or directory: ${src.path}`, { source });
   if (src.kind === 'tarball') {

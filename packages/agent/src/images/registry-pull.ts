@@ -83,7 +83,7 @@ export async function pullImage(
 ): Promise<{ name: string; source: string }> {
   const ref = parseRegistryRef(input);
   const imageName = name ?? defaultImageName(ref);
-  checkImageName(imageName);
+  checkImageName(layout, imageName);
   const source = formatRegistryRef(ref);
   const args = [`--src-tls-verify=${registry.tlsVerify}`];
   if (registry.certDir) args.push('--src-cert-dir', registry.certDir);
