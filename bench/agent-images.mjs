@@ -44,13 +44,14 @@ const agent = spawn(process.execPath, [AGENT], {
     AGENT_ACCEL: 'tcg',
     AGENT_DATA_DIR: dataDir,
     MICROVM_AGENT_TOKEN: TOKEN,
-    AGENT_LOG_LEVEL: 'info',
+    AGENT_LOG_LEVEL: 'warn',
   },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 const port = await new Promise((resolve) => {
   createInterface({ input: agent.stdout }).on('line', (l) => {
-    if (l.includes('"orch-agent listening"')) resolve(JSON.parse(l).port);
+    const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
+    if (m) resolve(Number(m[1]));
   });
 });
 const url = `http://127.0.0.1:${port}`;
