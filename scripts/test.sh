@@ -8,7 +8,13 @@ ensure_node
 # chromium: the dashboard tests (*.browser.test.ts) drive Debian's Chromium with playwright-core.
 # qemu-system-x86 ... umoci: orch-agent's microVMs and images in the *.vm.test.ts suites (see packages/agent).
 # docker-registry: the loopback registry images.vm.test.ts pulls from.
+registry_preinstalled="$(dpkg-query -W -f='${Status}' docker-registry 2>/dev/null | grep -c 'install ok installed' || true)"
 ensure_debian strace postgresql-15 chromium docker-registry "${AGENT_DEBIAN_PACKAGES[@]}"
+# Debian's package also enables a system-wide registry on :5000; the tests start their own on
+# loopback, so one this run installed is turned off again (one the machine already had is left alone).
+if [ "$registry_preinstalled" = 0 ] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi
 ensure_npm_packages
 log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached)"
 AGENT_IMAGES=busybox,debian-12 npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"
