@@ -91,6 +91,7 @@ export class Agent implements Service, Startable {
       tscKhz: await hostTscKhz(),
       bindAddress: config.host,
       bootTimeoutMs: config.bootTimeoutSec * 1000,
+      stateSecret: config.token,
       logger,
     });
     this.vms = vms;

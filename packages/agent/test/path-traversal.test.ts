@@ -189,6 +189,8 @@ describe('no id reaches a path outside the data dir', () => {
     ['GET', (id) => `/v1/vms/${id}/log`],
     ['POST', (id) => `/v1/vms/${id}/exec`, { argv: ['true'] }],
     ['POST', (id) => `/v1/vms/${id}/snapshots`, { snapshot_id: 'ok' }],
+    ['POST', (id) => `/v1/vms/${id}/pause`],
+    ['POST', (id) => `/v1/vms/${id}/resume`],
     ['GET', (id) => `/v1/vms/${id}/console`],
   ];
 

@@ -17,12 +17,19 @@ export const MAX_RUNTIME_SECONDS = 365 * 86_400;
  *   GET    /v1/vms/{id}/console             WebSocket: binary frames both ways = the guest's serial console
  *   GET    /v1/vms/{id}/log                 -> 200 text/plain: the startup script's output so far
  *   POST   /v1/vms/{id}/snapshots           CreateSnapshotRequest -> 201 SnapshotArtifact
+ *   POST   /v1/vms/{id}/pause               -> 200 AgentVm (paused: memory saved encrypted, QEMU ended) | 409
+ *   POST   /v1/vms/{id}/resume              -> 200 AgentVm (running again, same id and memory) | 409
  *   DELETE /v1/snapshots/{snapshot_id}      -> 204 | 404
  *   GET    /v1/snapshots/{snapshot_id}/data -> 200 application/octet-stream (the artifact, for exports)
  *
  * The agent registers these routes and checks every `{id}`/`{snapshot_id}` against
  * `AGENT_ID` (ids.ts) before it touches anything (an id outside the pattern is `404 not_found`). The
  * VM lifecycle is `AGENT_VM_TRANSITIONS` (transitions.ts).
+ *
+ * Pause and resume: `running --pause / agent stop--> pausing --saved--> paused --resume / agent
+ * start--> resuming --guest answers--> running`; `pausing` goes back to `running` if the state
+ * cannot be saved, `resuming` to `error` if it cannot be restored. A paused VM holds no CPU, RAM,
+ * host port or process, only its disk and saved state.
  */
 export const AGENT_ROUTES = {
   vm: '/v1/vms/{id}',
@@ -30,6 +37,8 @@ export const AGENT_ROUTES = {
   console: '/v1/vms/{id}/console',
   log: '/v1/vms/{id}/log',
   snapshots: '/v1/vms/{id}/snapshots',
+  pause: '/v1/vms/{id}/pause',
+  resume: '/v1/vms/{id}/resume',
   snapshot: '/v1/snapshots/{snapshot_id}',
   snapshotData: '/v1/snapshots/{snapshot_id}/data',
 } as const;
@@ -45,6 +54,8 @@ export const AGENT_VM_PATHS = {
   console: (id: string) => fill(AGENT_ROUTES.console, id),
   log: (id: string) => fill(AGENT_ROUTES.log, id),
   snapshots: (id: string) => fill(AGENT_ROUTES.snapshots, id),
+  pause: (id: string) => fill(AGENT_ROUTES.pause, id),
+  resume: (id: string) => fill(AGENT_ROUTES.resume, id),
   snapshot: (snapshotId: string) => fill(AGENT_ROUTES.snapshot, snapshotId),
   snapshotData: (snapshotId: string) => fill(AGENT_ROUTES.snapshotData, snapshotId),
 } as const;
@@ -98,7 +109,16 @@ export const CreateVmRequest = z
   .meta({ id: 'CreateVmRequest' });
 export type CreateVmRequest = z.infer<typeof CreateVmRequest>;
 
-export const AGENT_VM_STATES = ['creating', 'running', 'stopping', 'stopped', 'error'] as const;
+export const AGENT_VM_STATES = [
+  'creating',
+  'running',
+  'pausing',
+  'paused',
+  'resuming',
+  'stopping',
+  'stopped',
+  'error',
+] as const;
 export type AgentVmState = (typeof AGENT_VM_STATES)[number];
 
 /** A VM as the agent reports it. `ports` maps each exposed guest port to the host port forwarding it. */
@@ -113,7 +133,10 @@ export const AgentVm = z
     accelerator: text(64),
     created_at: z.iso.datetime(),
     started_at: z.iso.datetime().nullable(),
-    /** When max_runtime_seconds runs out; the agent stops the VM then. */
+    /**
+     * When max_runtime_seconds runs out; the agent stops the VM then. Max runtime counts running
+     * time from the first start: time spent paused does not count (null while paused).
+     */
     expires_at: z.iso.datetime().nullable(),
     /** Why the VM is in `error` (or stopped unexpectedly). */
     error: text(4096).nullable(),

@@ -48,13 +48,23 @@ export const SNAPSHOT_TRANSITIONS: TransitionTable<SnapshotState> = {
  *   creating --guest ready--> running --DELETE / max runtime--> stopping --> stopped
  *       |  \--DELETE during boot--------------------------------^      \--> error
  *       +--boot failed--> error  +--QEMU died--> error
+ *                                |
+ *                                +--pause / agent stop--> pausing --state saved--> paused
+ *                                ^   (save failed: back to running) |                  |
+ *                                +--guest answers-- resuming <--resume / agent start--+
+ *                                                      +--restore failed--> error
  *
- * A VM found in `creating`, `running` or `stopping` after an agent restart is `error`; `stopped`
- * and `error` are final.
+ * `pausing`, `paused` and `resuming` may also end in `stopped` (DELETE) or `error` (QEMU died);
+ * an agent that died mid-resume finds the VM `paused` again (its saved state is intact).
+ * After an agent restart a VM whose QEMU still runs is re-adopted (`running`); one whose QEMU is
+ * gone (`creating`, `running`, `stopping`) is `error`. `stopped` and `error` are final.
  */
 export const AGENT_VM_TRANSITIONS: TransitionTable<AgentVmState> = {
   creating: ['running', 'stopping', 'stopped', 'error'],
-  running: ['stopping', 'stopped', 'error'],
+  running: ['stopping', 'stopped', 'error', 'pausing'],
+  pausing: ['paused', 'running', 'stopped', 'error'],
+  paused: ['resuming', 'stopped', 'error'],
+  resuming: ['running', 'paused', 'stopped', 'error'],
   stopping: ['stopped', 'error'],
   stopped: [],
   error: [],

@@ -76,6 +76,8 @@ export function buildApp(deps: AppDeps): Hono {
   app.post(route(AGENT_ROUTES.snapshots), async (c) =>
     c.json(await vms.snapshot(pathId(c, 'id'), await body(c, CreateSnapshotRequest)), 201),
   );
+  app.post(route(AGENT_ROUTES.pause), async (c) => c.json(await vms.pause(pathId(c, 'id'))));
+  app.post(route(AGENT_ROUTES.resume), async (c) => c.json(await vms.resume(pathId(c, 'id'))));
   app.delete(route(AGENT_ROUTES.snapshot), async (c) => {
     await vms.deleteSnapshot(pathId(c, 'snapshot_id'));
     return c.body(null, 204);

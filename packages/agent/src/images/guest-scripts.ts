@@ -133,9 +133,11 @@ do_exec() {
   $B mkdir -p "$d"
   unb64 "$4" > "$d/cmd"
   unb64 "$5" > "$d/in"
-  $B setsid "$S" "$d/cmd" < "$d/in" > "$d/out" 2> "$d/err" &
+  # 3>&-: no command keeps the agent port open (the port must be reopened after the host side
+  # closes, when an agent restart re-adopts this VM; a port is open at most once).
+  $B setsid "$S" "$d/cmd" < "$d/in" > "$d/out" 2> "$d/err" 3>&- &
   pid=$!
-  $B setsid /orch/bin/sh -c "$B sleep $2; $B touch $d/timeout; $B kill -KILL -$pid 2>/dev/null || $B kill -KILL $pid" >/dev/null 2>&1 &
+  $B setsid /orch/bin/sh -c "$B sleep $2; $B touch $d/timeout; $B kill -KILL -$pid 2>/dev/null || $B kill -KILL $pid" >/dev/null 2>&1 3>&- &
   wd=$!
   wait $pid
   code=$?
@@ -155,7 +157,7 @@ do_exec() {
 do_startup() {
   (umask 077; unb64 "$2" > $R/startup.sh; unb64 "$3" > $R/startup.env; unb64 "$4" > $R/manifest.json)
   ( cd /
-    ORCH_MANIFEST=$R/manifest.json HOME=/root $B setsid "$S" -c ". $R/startup.env; $B rm -f $R/startup.env; $S $R/startup.sh; echo \\"[orch] startup script exited with status \\$?\\"" < /dev/null > "\${LOGP:-/dev/null}" 2>&1 ) &
+    ORCH_MANIFEST=$R/manifest.json HOME=/root $B setsid "$S" -c ". $R/startup.env; $B rm -f $R/startup.env; $S $R/startup.sh; echo \\"[orch] startup script exited with status \\$?\\"" < /dev/null > "\${LOGP:-/dev/null}" 2>&1 3>&- ) &
   say "$1" "S $1"
 }
 handle() {

@@ -18,6 +18,8 @@ export interface QemuArgs {
   readonly mac?: string;
   /** Set for a live restore: QEMU waits for the migration stream from this file. */
   readonly incomingStateFile?: string;
+  /** Set for a resume in place: QEMU waits for the (decrypted) migration stream on this socket. */
+  readonly incomingSocket?: string;
 }
 
 /** The kernel command line of a new VM. */
@@ -90,5 +92,6 @@ export function qemuArgv(a: QemuArgs): string[] {
     '-qmp',
     `unix:${a.dir}/qmp.sock,server=on,wait=off`,
     ...(a.incomingStateFile ? ['-incoming', `exec:cat ${sh(a.incomingStateFile)}`] : []),
+    ...(a.incomingSocket ? ['-incoming', `unix:${a.incomingSocket}`] : []),
   ];
 }

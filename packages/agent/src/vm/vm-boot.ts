@@ -12,16 +12,22 @@ import { connectUnix } from './line-socket.js';
 import { qemuArgv } from './qemu-argv.js';
 import { spawnQemu } from './qemu-process.js';
 import { Qmp } from './qmp.js';
+import { loadState } from './saved-state.js';
 import type { SnapshotMeta } from './snapshots.js';
 import { shellQuote, type Vm } from './vm.js';
 
-/** What a VM boots from: an image (fresh overlay), or a snapshot's disk (cold) or memory (live). */
+/**
+ * What a VM boots from: an image (fresh overlay), a snapshot's disk (cold) or memory (live), or its
+ * own saved state (a resume in place: its disk is already there).
+ */
 export interface BootSource {
   readonly kernelFile: string;
   readonly baseImage: string | undefined;
   readonly snapshot: SnapshotMeta | undefined;
   /** A live restore: QEMU loads the snapshot's `state.bin` and the guest resumes. */
   readonly live: boolean;
+  /** A resume in place: the VM's own encrypted saved state (saved-state.ts) and its key's secret. */
+  readonly saved?: { readonly file: string; readonly secret: string };
 }
 
 export interface BootDeps {
@@ -40,7 +46,7 @@ export interface BootDeps {
 export async function bootVm(
   deps: BootDeps,
   vm: Vm,
-  req: CreateVmRequest,
+  req: CreateVmRequest | undefined,
   from: BootSource,
   hooks: {
     /** QEMU runs (its pid is in the record): persist the record. */
@@ -49,7 +55,8 @@ export async function bootVm(
   },
 ): Promise<void> {
   const { layout } = deps;
-  const disk = await prepareDisk(layout, vm, from);
+  const disk = from.saved ? join(vm.dir, 'disk.qcow2') : await prepareDisk(layout, vm, from);
+  const incomingSocket = join(vm.dir, 'incoming.sock');
   const argv = qemuArgv({
     accelerator: deps.accelerator,
     cpus: vm.record.spec.cpus,
@@ -65,10 +72,11 @@ export async function bootVm(
     ...(from.live
       ? { incomingStateFile: join(layout.snapshotDir(from.snapshot!.snapshot_id), 'state.bin') }
       : {}),
+    ...(from.saved ? { incomingSocket } : {}),
   });
   if (vm.intentionalStop) return;
   spawnQemu(vm, deps.qemu, argv, hooks.onExit);
-  vm.record.pid = vm.proc?.pid ?? null;
+  vm.record.pid = vm.qemu?.pid ?? null;
   await hooks.onSpawned();
   const deadline = Date.now() + deps.bootTimeoutMs;
   vm.qmp = await Qmp.connect(join(vm.dir, 'qmp.sock'), Math.min(deadline, Date.now() + 20_000));
@@ -76,8 +84,11 @@ export async function bootVm(
   vm.console.on('data', (b: Buffer) => vm.pushConsole(b));
   vm.console.on('error', () => undefined);
   vm.channel = await GuestChannel.connect(join(vm.dir, 'agent.sock'), deadline);
-  if (from.live) await resume(vm, deadline);
-  else await startGuest(vm, req, deadline);
+  if (from.saved) {
+    await loadState(from.saved.secret, from.saved.file, incomingSocket, deadline);
+    await resume(vm, deadline, false);
+  } else if (from.live) await resume(vm, deadline, true);
+  else await startGuest(vm, req!, deadline);
 }
 
 /**
@@ -123,10 +134,11 @@ async function startGuest(vm: Vm, req: CreateVmRequest, deadline: number): Promi
 /**
  * Live restore (`-incoming`): waits until QEMU has loaded the state (paused), resumes the guest
  * where it stopped, pings its agent (its port is open already: no hello), sets its clock, which
- * lags by the time the snapshot sat, and gives it a fresh identity (guest-identity.ts: CRNG reseeded
- * from host entropy, its own MAC address and hostname), so that clones of one snapshot differ.
+ * lags by the time the snapshot sat, and (`reidentify`: a restore of a snapshot, not a resume in
+ * place of the same VM) gives it a fresh identity (guest-identity.ts: CRNG reseeded from host
+ * entropy, its own MAC address and hostname), so that clones of one snapshot differ.
  */
-async function resume(vm: Vm, deadline: number): Promise<void> {
+export async function resume(vm: Vm, deadline: number, reidentify: boolean): Promise<void> {
   const qmp = vm.qmp!;
   const channel = vm.channel!;
   for (;;) {
@@ -139,6 +151,7 @@ async function resume(vm: Vm, deadline: number): Promise<void> {
   await qmp.execute('cont');
   await channel.waitReady(deadline, () => vm.alive);
   await channel.setTime(Date.now() / 1000).catch(() => undefined);
+  if (!reidentify) return;
   const script = reidentifyScript(vm.record.id, vm.record.mac ?? randomMac());
   const r = await channel.exec(script, Buffer.alloc(0), 30, 4096);
   if (r.exitCode !== 0) {
@@ -155,4 +168,30 @@ function workspaceOf(manifestJson: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Re-adoption after an agent restart: connects to the sockets of a QEMU that kept running (QMP,
+ * console, guest channel: QEMU serves each and accepts a new client once the old one is gone),
+ * resumes the vCPUs if the old agent died while they were stopped (in the middle of a pause or a
+ * snapshot), and pings the guest agent.
+ */
+export async function attachVm(vm: Vm, deadline: number): Promise<void> {
+  vm.qmp = await Qmp.connect(join(vm.dir, 'qmp.sock'), deadline);
+  vm.console = await connectUnix(join(vm.dir, 'console.sock'), deadline);
+  vm.console.on('data', (b: Buffer) => vm.pushConsole(b));
+  vm.console.on('error', () => undefined);
+  vm.channel = await GuestChannel.connect(join(vm.dir, 'agent.sock'), deadline);
+  const status = await vm.qmp.execute<{ status: string }>('query-status');
+  if (status.status !== 'running') {
+    // An unfinished migration of the old agent holds the VM stopped; cancel it and continue.
+    await vm.qmp.execute('migrate_cancel').catch(() => undefined);
+    await vm.qmp.execute('cont');
+  }
+  // The old agent's end closed the port's host side; the guest agent reads EOF, reopens its port
+  // and says hello. Nothing is written before that (bytes sent to a port the guest has closed can
+  // stay stuck in QEMU); pings only if no hello comes (the guest never saw the port close).
+  await vm.channel
+    .waitHello(Math.min(deadline, Date.now() + 10_000), () => vm.alive)
+    .catch(() => vm.channel!.waitReady(deadline, () => vm.alive));
 }

@@ -1,5 +1,4 @@
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, statfs } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -12,7 +11,6 @@ import {
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
-import { setLongTimeout } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
 import type { ImageStore } from '../images/image-store.js';
@@ -23,10 +21,10 @@ import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
-import { endQemu, killStaleQemu } from './qemu-process.js';
 import { Snapshots } from './snapshots.js';
-import { shellQuote as q, Vm, type VmRecord } from './vm.js';
+import { shellQuote as q, Vm } from './vm.js';
 import { type BootSource, bootVm } from './vm-boot.js';
+import { VmRuntime } from './vm-runtime.js';
 
 /** Free space below which VM disks and snapshots are refused (qcow2 disks grow as the guest writes). */
 const MIN_FREE_BYTES = 512 * 2 ** 20;
@@ -42,6 +40,8 @@ export interface VmManagerDeps {
   readonly tscKhz: number | undefined;
   readonly bindAddress: string;
   readonly bootTimeoutMs: number;
+  /** The agent's bearer token: the key of paused VMs' saved state is derived from it (saved-state.ts). */
+  readonly stateSecret: string;
   readonly logger: Logger;
 }
 
@@ -55,46 +55,16 @@ export class VmManager {
   private readonly vms = new Map<string, Vm>();
   private readonly snapshots: Snapshots;
 
+  private readonly rt: VmRuntime;
+
   constructor(private readonly deps: VmManagerDeps) {
     this.snapshots = new Snapshots(deps);
+    this.rt = new VmRuntime(deps, this.vms);
   }
 
-  /**
-   * After an agent restart: VMs recorded as live had their QEMU killed with the old agent
-   * (pdeathsig), so they are reported `error` ("gone") until deleted; nothing is left running.
-   */
+  /** At agent start: the VMs of the previous run ({@link VmRuntime.recover}). */
   async recover(): Promise<void> {
-    const { layout, logger } = this.deps;
-    await mkdir(layout.vmsDir, { recursive: true });
-    await mkdir(layout.snapshotsDir, { recursive: true });
-    for (const id of await readdir(layout.vmsDir)) {
-      if (!layout.isVmId(id)) {
-        logger.warn({ entry: id }, 'ignoring an entry of the VMs directory that is not a VM id');
-        continue;
-      }
-      const dir = layout.vmDir(id);
-      let record: VmRecord;
-      try {
-        record = JSON.parse(await readFile(join(dir, 'vm.json'), 'utf8')) as VmRecord;
-      } catch {
-        await rm(dir, { recursive: true, force: true });
-        continue;
-      }
-      if (record.pid) await killStaleQemu(record.pid);
-      if (record.state === 'creating' || record.state === 'running' || record.state === 'stopping') {
-        record = {
-          ...record,
-          state: 'error',
-          error: 'orch-agent restarted; the VM stopped with it (its QEMU process is gone)',
-          pid: null,
-        };
-      }
-      record.ports = [];
-      const vm = new Vm(record, dir);
-      this.vms.set(id, vm);
-      await this.save(vm);
-      logger.info({ vm: id, state: record.state }, 'VM found after restart');
-    }
+    await this.rt.recover();
   }
 
   list(): AgentVm[] {
@@ -209,14 +179,16 @@ export class VmManager {
       },
       dir,
     );
-    this.vms.set(req.id, vm);
-    await this.save(vm);
+    vm.portsHeld = true;
     const kernelFile = live ? snapshot!.kernel : kernel.kernel;
+    vm.record.kernel = kernelFile;
+    this.vms.set(req.id, vm);
+    await this.rt.save(vm);
     void this.boot(vm, req, { kernelFile, baseImage, snapshot, live }).catch(async (err: unknown) => {
       const message = err instanceof AgentError || err instanceof Error ? err.message : String(err);
       if (vm.intentionalStop) return;
       this.deps.logger.warn({ vm: req.id, err: message }, 'VM failed to start');
-      await this.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
+      await this.rt.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
     });
     return vm.view();
   }
@@ -225,53 +197,17 @@ export class VmManager {
   private async boot(vm: Vm, req: CreateVmRequest, from: BootSource): Promise<void> {
     const { logger } = this.deps;
     await bootVm(this.deps, vm, req, from, {
-      onSpawned: () => this.save(vm),
-      onExit: (code, signal) => void this.onQemuExit(vm, code, signal),
+      onSpawned: () => this.rt.save(vm),
+      onExit: (code, signal) => void this.rt.onQemuExit(vm, code, signal),
     });
     if (vm.intentionalStop) return;
-    const started = new Date();
     vm.moveTo('running');
-    vm.record.started_at = started.toISOString();
-    const maxMs = vm.record.spec.max_runtime_seconds * 1000;
-    vm.record.expires_at = new Date(started.getTime() + maxMs).toISOString();
-    // max_runtime_seconds is input: beyond 2^31-1 ms a plain setTimeout would fire at once.
-    vm.timer = setLongTimeout(() => {
-      logger.info({ vm: vm.record.id }, 'max runtime reached; stopping the VM');
-      void this.stop(
-        vm,
-        `max_runtime_seconds (${vm.record.spec.max_runtime_seconds} s) reached; the VM was stopped`,
-      );
-    }, maxMs);
-    vm.timer.unref();
-    await this.save(vm);
+    vm.record.started_at = new Date().toISOString();
+    vm.record.runtime_used_ms = 0;
+    vm.record.running_since = Date.now();
+    this.rt.armTimer(vm);
+    await this.rt.save(vm);
     logger.info({ vm: vm.record.id, accelerator: vm.record.accelerator, live: from.live }, 'VM running');
-  }
-
-  private async onQemuExit(vm: Vm, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
-    if (vm.intentionalStop) return;
-    if (vm.record.state === 'error' || vm.record.state === 'stopped') return;
-    const why = `QEMU exited unexpectedly (${signal ? `signal ${signal}` : `exit ${code}`})`;
-    this.deps.logger.warn({ vm: vm.record.id, code, signal }, why);
-    await this.halt(vm, 'error', `${why}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
-  }
-
-  /** Ends QEMU (QMP quit, then SIGKILL) and frees ports and channels; keeps the record and disk. */
-  private async halt(vm: Vm, state: 'stopped' | 'error', error: string | null): Promise<void> {
-    vm.intentionalStop = true;
-    vm.timer?.clear();
-    await endQemu(vm);
-    this.deps.ports.release(vm.record.ports.map((p) => p.host_port));
-    vm.moveTo(state);
-    vm.record = { ...vm.record, error, pid: null };
-    if (this.vms.get(vm.record.id) === vm) await this.save(vm).catch(() => undefined);
-  }
-
-  private async stop(vm: Vm, reason: string): Promise<void> {
-    vm.moveTo('stopping');
-    await this.save(vm);
-    const run = vm.busy.then(() => this.halt(vm, 'stopped', reason));
-    vm.busy = run.catch(() => undefined);
-    await run;
   }
 
   /** `DELETE /v1/vms/{id}`: stops QEMU and removes the VM's directory (disk, sockets, log). */
@@ -280,17 +216,54 @@ export class VmManager {
     this.vms.delete(id);
     vm.intentionalStop = true;
     await vm.busy.catch(() => undefined);
-    await this.halt(vm, vm.record.state === 'error' ? 'error' : 'stopped', vm.record.error);
+    await this.rt.halt(vm, vm.record.state === 'error' ? 'error' : 'stopped', vm.record.error);
     await rm(vm.dir, { recursive: true, force: true });
     this.deps.logger.info({ vm: id }, 'VM deleted');
   }
 
-  /** Stops every VM (agent shutdown); their records stay, reported gone at the next start. */
+  /**
+   * Agent shutdown: suspends every running VM (its state saved encrypted, QEMU ended; resumed at the
+   * next start), waits for pauses and resumes under way; a VM that cannot be suspended (still
+   * booting, or the save failed) is stopped and reads `error`.
+   */
   async stopAll(): Promise<void> {
     await Promise.all(
-      [...this.vms.values()].map((vm) =>
-        vm.alive ? this.halt(vm, 'error', 'orch-agent stopped; the VM stopped with it') : undefined,
-      ),
+      [...this.vms.values()].map(async (vm) => {
+        await vm.busy.catch(() => undefined);
+        if (vm.record.state === 'running' && vm.alive) {
+          try {
+            await this.rt.suspend(vm, true);
+            return;
+          } catch (err) {
+            this.deps.logger.warn({ vm: vm.record.id, err: (err as Error).message }, 'suspend failed');
+          }
+        }
+        if (vm.alive) await this.rt.halt(vm, 'error', 'orch-agent stopped; the VM stopped with it');
+      }),
+    );
+  }
+
+  /** `POST /v1/vms/{id}/pause`: `running` -> `pausing` -> `paused`; 409 in any other state. */
+  async pause(id: string): Promise<AgentVm> {
+    const vm = this.vm(id);
+    this.requireState(vm, 'running', 'paused');
+    await this.rt.suspend(vm, false);
+    return vm.view();
+  }
+
+  /** `POST /v1/vms/{id}/resume`: `paused` -> `resuming` -> `running`; 409 in any other state. */
+  async resume(id: string): Promise<AgentVm> {
+    const vm = this.vm(id);
+    this.requireState(vm, 'paused', 'resumed');
+    await this.rt.resumeVm(vm);
+    return vm.view();
+  }
+
+  private requireState(vm: Vm, state: 'running' | 'paused', verb: string): void {
+    if (vm.record.state === state) return;
+    throw AgentError.conflict(
+      `VM ${JSON.stringify(vm.record.id)} is ${vm.record.state}: only a ${state} VM can be ${verb}`,
+      { id: vm.record.id, state: vm.record.state },
     );
   }
 
@@ -391,10 +364,5 @@ export class VmManager {
         { free_bytes: free, needed_bytes: bytes },
       );
     }
-  }
-
-  private async save(vm: Vm): Promise<void> {
-    if (!existsSync(vm.dir)) return;
-    await writeFile(join(vm.dir, 'vm.json'), `${JSON.stringify(vm.record, null, 2)}\n`);
   }
 }

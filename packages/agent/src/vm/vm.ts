@@ -1,8 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { AGENT_VM_TRANSITIONS, type AgentVm, type AgentVmState, canTransition } from '@orch/protocol';
 import type { LongTimer } from '@support/server';
 import type { GuestChannel } from './guest-channel.js';
+import type { QemuHandle } from './qemu-process.js';
 import type { Qmp } from './qmp.js';
 
 /** What `vms/<id>/vm.json` holds: the AgentVm plus what a restart needs. Never a secret. */
@@ -11,6 +11,14 @@ export interface VmRecord extends AgentVm {
   append: string;
   /** The NIC's MAC address, random per VM (a live restore gets its own too); absent in older records. */
   mac?: string;
+  /** Milliseconds the VM ran before its last pause (max runtime counts running time only). */
+  runtime_used_ms?: number;
+  /** When the VM last became `running` (epoch ms): its running time since is `now - running_since`. */
+  running_since?: number | null;
+  /** Paused by the agent's own graceful stop: resumed when the agent starts again. */
+  resume_at_start?: boolean;
+  /** The guest kernel it booted (a resume in place needs the same one). */
+  kernel?: string;
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;
@@ -18,13 +26,12 @@ const CONSOLE_TAIL_BYTES = 64 * 1024;
 const ANSI_ESCAPE = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*[a-zA-Z]`, 'g');
 
 /**
- * One VM: its QEMU child (started under `setpriv --pdeathsig KILL`, so it never outlives the agent),
- * QMP, the guest channel and the serial console.
- *
- * Its record moves only as `AGENT_VM_TRANSITIONS` in `@orch/protocol` draws it ({@link Vm.moveTo}).
+ * One VM: its QEMU (a child, or adopted after an agent restart: qemu-process.ts), QMP, the guest
+ * channel and the serial console. Its record moves only as `AGENT_VM_TRANSITIONS` in `@orch/protocol` draws it ({@link Vm.moveTo}),
+ * pause and resume included (pausing, paused, resuming).
  */
 export class Vm {
-  proc: ChildProcess | undefined;
+  qemu: QemuHandle | undefined;
   qmp: Qmp | undefined;
   channel: GuestChannel | undefined;
   console: Socket | undefined;
@@ -32,10 +39,11 @@ export class Vm {
   consoleTail: Buffer = Buffer.alloc(0);
   stderr = '';
   timer: LongTimer | undefined;
-  /** Serializes snapshots and stop. */
+  /** Serializes snapshots, pause, resume and stop. */
   busy: Promise<unknown> = Promise.resolve();
-  exited: Promise<void> = Promise.resolve();
   intentionalStop = false;
+  /** Whether its `record.ports` are reserved in HostPorts (not while paused or stopped). */
+  portsHeld = false;
 
   constructor(
     public record: VmRecord,
@@ -56,11 +64,20 @@ export class Vm {
   }
 
   get alive(): boolean {
-    return !!this.proc && this.proc.exitCode === null && this.proc.signalCode === null;
+    return !!this.qemu?.alive;
   }
 
   view(): AgentVm {
-    const { pid: _pid, append: _append, mac: _mac, ...vm } = this.record;
+    const {
+      pid: _pid,
+      append: _append,
+      mac: _mac,
+      runtime_used_ms: _used,
+      running_since: _since,
+      resume_at_start: _resume,
+      kernel: _kernel,
+      ...vm
+    } = this.record;
     return vm;
   }
 
