@@ -23,16 +23,21 @@ export const CreateEnvironmentRequest = z
 export type CreateEnvironmentRequest = z.infer<typeof CreateEnvironmentRequest>;
 
 /**
- * Environment states:
- *
- *   creating --agent: running--> running --DELETE--> stopping --agent: gone--> stopped
- *      |                           |   \--max runtime ran out------------------^
- *      +--agent failed, timed      +--VM crashed or vanished--> error
- *         out or refused--> error
- *
- * Capacity is held in `creating`, `running` and `stopping`, released in `stopped` and `error`.
+ * Environment states (the transitions are `ENVIRONMENT_TRANSITIONS`, transitions.ts). CPU and RAM
+ * are held in `creating`, `running`, `pausing`, `resuming` and `stopping`; a `paused` environment
+ * holds only its disk (its VM's disk and saved memory on its host); `stopped` and `error` hold
+ * nothing.
  */
-export const ENVIRONMENT_STATES = ['creating', 'running', 'stopping', 'stopped', 'error'] as const;
+export const ENVIRONMENT_STATES = [
+  'creating',
+  'running',
+  'pausing',
+  'paused',
+  'resuming',
+  'stopping',
+  'stopped',
+  'error',
+] as const;
 export type EnvironmentState = (typeof ENVIRONMENT_STATES)[number];
 
 export const Environment = z
@@ -77,5 +82,8 @@ export const EnvironmentListQuery = z.strictObject({
   host_id: hostId().optional(),
 });
 
-/** The `?action=` values of `POST /v1/environments/{id}`. */
-export const EnvironmentAction = z.strictObject({ action: z.enum(['exec']) });
+/**
+ * The `?action=` values of `POST /v1/environments/{id}`: `exec` (master; body ExecRequest, answer
+ * ExecResult), `pause` and `resume` (any authenticated caller; no body, answer the Environment).
+ */
+export const EnvironmentAction = z.strictObject({ action: z.enum(['exec', 'pause', 'resume']) });

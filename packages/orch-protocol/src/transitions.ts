@@ -14,11 +14,21 @@ export type TransitionTable<S extends string> = Readonly<Record<S, readonly S[]>
  *     +--agent failed, timed out,   +--VM crashed or vanished--> error
  *        refused, VM gone or stopped--> error
  *
- * `stopped` and `error` are final. Capacity is held in `creating`, `running` and `stopping`.
+ *   running --?action=pause--> pausing --agent: paused--> paused --?action=resume--> resuming
+ *      ^  ^----agent: still running (pause failed)--+                                   |
+ *      +--------------------------agent: running----------------------------------------+
+ *   resuming --agent: still paused (resume refused, e.g. no capacity)--> paused
+ *   pausing, paused, resuming --DELETE--> stopping;  --VM gone / failed--> error
+ *
+ * `stopped` and `error` are final. CPU and RAM are held in every state but `paused`, `stopped` and
+ * `error`; `paused` holds only disk.
  */
 export const ENVIRONMENT_TRANSITIONS: TransitionTable<EnvironmentState> = {
   creating: ['running', 'stopping', 'error'],
-  running: ['stopping', 'stopped', 'error'],
+  running: ['pausing', 'stopping', 'stopped', 'error'],
+  pausing: ['paused', 'running', 'stopping', 'stopped', 'error'],
+  paused: ['resuming', 'stopping', 'stopped', 'error'],
+  resuming: ['running', 'paused', 'stopping', 'stopped', 'error'],
   stopping: ['stopped'],
   stopped: [],
   error: [],

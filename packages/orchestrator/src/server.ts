@@ -31,6 +31,7 @@ import { mountDashboard } from './dashboard/serve.js';
 import { Agents } from './environments/agents.js';
 import { ConsoleProxy } from './environments/console-proxy.js';
 import { EnvironmentService } from './environments/environment-service.js';
+import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
@@ -98,6 +99,7 @@ export class Orchestrator implements Service, Startable {
       logger,
     );
     this.envs = envs;
+    const pauses = new PauseService(envRepo, hosts, envs, logger);
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
     const snapshots = new SnapshotService(snapshotsRepo, envs, logger);
     const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
@@ -107,7 +109,7 @@ export class Orchestrator implements Service, Startable {
       ...sessionRoutes(auth, sessions, config.secureCookies),
       ...hostRoutes(hosts),
       ...apiKeyRoutes(apiKeys),
-      ...environmentRoutes(envs, snapshots, snapshotsRepo),
+      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo),
     ];
     const openapi = route({
       method: 'GET',
@@ -127,6 +129,7 @@ export class Orchestrator implements Service, Startable {
     const monitor = new HealthMonitor(hostsRepo, hosts, config.hostHealthIntervalSec * 1000, logger);
     const reconciler = new Reconciler(
       envs,
+      pauses,
       snapshots,
       envRepo,
       hostsRepo,

@@ -41,6 +41,8 @@ const ROUTES: readonly { method: string; path: string; body?: unknown; master: b
   { method: 'POST', path: '/v1/hosts/missing?action=uncordon', master: true },
   { method: 'DELETE', path: '/v1/hosts/missing', master: true },
   { method: 'POST', path: '/v1/environments/missing?action=exec', body: { argv: ['true'] }, master: true },
+  { method: 'POST', path: '/v1/environments/missing?action=pause', master: false },
+  { method: 'POST', path: '/v1/environments/missing?action=resume', master: false },
   { method: 'GET', path: '/v1/hosts', master: false },
   { method: 'GET', path: '/v1/environments', master: false },
   { method: 'GET', path: '/v1/snapshots/missing', master: false },

@@ -11,7 +11,8 @@ import { WebSocketServer } from 'ws';
 
 /**
  * A test double of a host agent that speaks the agent protocol (bearer token required): info, VMs,
- * exec, console (an echo that upper-cases), snapshots. VMs "boot" after `bootMs`. Exec does not run
+ * exec, console (an echo that upper-cases), snapshots, pause and resume (a paused VM answers no
+ * ports; a resumed one gets new host ports and its expiry moved by the paused time). VMs "boot" after `bootMs`. Exec does not run
  * anything: it answers `argv.join(' ')` on stdout, exit status 1 for `false`, and times out for
  * `sleep`. Counts every request, so tests can prove that nothing was dialled.
  */
@@ -30,6 +31,7 @@ export class FakeAgent {
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
   readonly snapshots = new Set<string>();
+  private readonly pausedAt = new Map<string, number>();
   private nextPort = 40_000;
 
   private constructor(
@@ -135,6 +137,28 @@ export class FakeAgent {
         this.vms.delete(vm.id);
         return send(204);
       }
+    }
+    if (parts[1] === 'vms' && (parts[3] === 'pause' || parts[3] === 'resume') && req.method === 'POST') {
+      if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      const from = parts[3] === 'pause' ? 'running' : 'paused';
+      if (vm.state !== from)
+        return send(409, { error: { code: 'conflict', message: `VM ${vm.id} is ${vm.state}` } });
+      // Max runtime counts running time only (as the real agent): the paused time is added.
+      if (parts[3] === 'pause') {
+        this.pausedAt.set(vm.id, Date.now());
+        Object.assign(vm, { state: 'paused', expires_at: null, ports: [] });
+      } else {
+        const pausedFor = Date.now() - (this.pausedAt.get(vm.id) ?? Date.now());
+        const expires = Date.parse(vm.started_at!) + vm.spec.max_runtime_seconds * 1000 + pausedFor;
+        Object.assign(vm, { state: 'running', expires_at: new Date(expires).toISOString() });
+        const create = this.created.find((c) => c.id === vm.id);
+        vm.ports = (create?.expose ?? []).map((e) => ({
+          port: e.port,
+          as: e.as,
+          host_port: this.nextPort++,
+        }));
+      }
+      return send(200, vm);
     }
     if (parts[1] === 'vms' && parts[3] === 'exec' && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });

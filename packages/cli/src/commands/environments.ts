@@ -104,6 +104,7 @@ export function showEnvironment(env: Environment, output: OutputMode): string {
   if (output === 'json') return `${JSON.stringify(env, null, 2)}\n`;
   const lines = [`${env.id}  ${env.state}  on ${env.host_id}  task ${env.task_id}`];
   if (env.last_error) lines.push(`  last error: ${env.last_error}`);
+  if (env.state === 'paused') lines.push(`  paused: resume with \`orch env resume ${env.id}\``);
   // Expiry and ports mean something only while the VM is up.
   if (env.state === 'running' || env.state === 'creating') {
     if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
@@ -136,6 +137,22 @@ export async function listEnvironments(output: OutputMode): Promise<string> {
 
 export async function getEnvironment(id: string, output: OutputMode): Promise<string> {
   return showEnvironment(await (await client()).call<Environment>('GET', envPath(id)), output);
+}
+
+/** `orch env pause <env>`: `?action=pause`; prints the environment (state `paused`). */
+export async function pauseEnvironment(id: string, output: OutputMode): Promise<string> {
+  return showEnvironment(
+    await (await client()).call<Environment>('POST', `${envPath(id)}?action=pause`),
+    output,
+  );
+}
+
+/** `orch env resume <env>`: `?action=resume`; prints the environment (state `running`, its ports). */
+export async function resumeEnvironment(id: string, output: OutputMode): Promise<string> {
+  return showEnvironment(
+    await (await client()).call<Environment>('POST', `${envPath(id)}?action=resume`),
+    output,
+  );
 }
 
 export async function removeEnvironment(id: string, output: OutputMode): Promise<string> {

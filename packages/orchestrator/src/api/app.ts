@@ -77,7 +77,8 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
       }
       const params = r.params ? parse(r.params, c.req.param(), 'path') : undefined;
       const query = r.query ? parse(r.query, c.req.query(), 'query') : undefined;
-      const body = r.body ? parse(r.body, await readJson(c), 'body') : undefined;
+      const body =
+        r.body && (r.bodyWhen?.(query) ?? true) ? parse(r.body, await readJson(c), 'body') : undefined;
       const reply = await r.handler({ params, query, body, principal, c });
       for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v);
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);

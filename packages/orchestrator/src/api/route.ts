@@ -28,6 +28,9 @@ export interface RouteSpec<
   readonly params?: P;
   readonly query?: Q;
   readonly body?: B;
+  /** When set, the body is read and checked only if this says so for the query (an `?action=` with no body). */
+  // biome-ignore lint/suspicious/noExplicitAny: the query's type is the route's own
+  readonly bodyWhen?: (query: any) => boolean;
   /** Success status and schema (documented in OpenAPI); errors are the common envelope. */
   readonly success: {
     readonly status: 200 | 201 | 204;

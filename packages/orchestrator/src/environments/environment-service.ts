@@ -160,7 +160,7 @@ export class EnvironmentService {
   async delete(id: string): Promise<Environment> {
     const row = await this.row(id);
     if (row.state === 'stopped' || row.state === 'error') return toEnvironment(row);
-    await this.repo.transition(id, ['creating', 'running'], 'stopping');
+    await this.repo.transition(id, ['creating', 'running', 'pausing', 'paused', 'resuming'], 'stopping');
     await this.stopOnAgent(row).catch((err: unknown) => {
       // The reconciler retries; the environment stays `stopping` and holds its capacity meanwhile.
       this.logger.warn({ env: id, err: (err as Error).message }, 'stop failed; will retry');
@@ -205,16 +205,8 @@ export class EnvironmentService {
    */
   async record(id: string, vm: AgentVm, agentUrl: string): Promise<void> {
     if (vm.state === 'running') {
-      const wildcard = ['', '0.0.0.0', '::', '[::]'].includes(vm.host_address);
-      const host = wildcard ? new URL(agentUrl).hostname.replace(/^\[|\]$/g, '') : vm.host_address;
-      const ports: PortJson[] = vm.ports.map((p) => ({
-        port: p.port,
-        as: p.as,
-        host,
-        host_port: p.host_port,
-      }));
       const moved = await this.repo.transition(id, ['creating'], 'running', {
-        ports,
+        ports: portsOf(vm, agentUrl),
         started_at: vm.started_at ? new Date(vm.started_at) : new Date(),
         expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
       });
@@ -268,6 +260,16 @@ export class EnvironmentService {
     this.stopping = true;
     await Promise.all(this.watchers);
   }
+}
+
+/**
+ * The ports of a VM as the record keeps them. Ports forwarded on a wildcard address are reachable
+ * at the agent's own host name, so that is what the record says.
+ */
+export function portsOf(vm: AgentVm, agentUrl: string): PortJson[] {
+  const wildcard = ['', '0.0.0.0', '::', '[::]'].includes(vm.host_address);
+  const host = wildcard ? new URL(agentUrl).hostname.replace(/^\[|\]$/g, '') : vm.host_address;
+  return vm.ports.map((p) => ({ port: p.port, as: p.as, host, host_port: p.host_port }));
 }
 
 /**

@@ -1,8 +1,13 @@
 import { AGENT_VM_PATHS, type AgentVm, AgentVmList, type EnvironmentState } from '@orch/protocol';
 import { type Logger, Periodic, type Service } from '@support/server';
-import type { EnvironmentsRepo } from '../store/environments-repo.js';
+import { ACTIVE_STATES, type EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
+import type { PauseService } from './pause-service.js';
+
+/** A pause or resume that has not settled after this long was interrupted (an orchd restart). */
+const PAUSE_SETTLE_MS = 600_000;
+
 import type { SnapshotService } from './snapshot-service.js';
 
 /** Largest VM list read from an agent (about 30,000 VMs). */
@@ -17,6 +22,9 @@ const VM_LIST_BYTES = 16 << 20;
  * - `running`: past `expires_at` (max runtime) → stopped on the agent → `stopped`; VM missing →
  *   `error` ("the VM is gone"); VM failed or stopped on its own → `error` / `stopped`.
  * - `stopping`: delete again until the agent confirms → `stopped`.
+ * - `pausing`/`resuming` for longer than the agent's pause timeout (an orchd restart interrupted
+ *   the request): the record follows the agent's VM (`PauseService.settle`).
+ * - `paused`: VM missing → `error`; its CPU and RAM are not counted (`EnvironmentsRepo.usage`).
  * - A VM on an agent with no active environment (an orphan) is deleted.
  * - Snapshots past `retention_until` are deleted.
  *
@@ -28,6 +36,7 @@ export class Reconciler implements Service {
 
   constructor(
     private readonly envs: EnvironmentService,
+    private readonly pauses: PauseService,
     private readonly snapshots: SnapshotService,
     private readonly repo: EnvironmentsRepo,
     private readonly hostsRepo: HostsRepo,
@@ -80,6 +89,11 @@ export class Reconciler implements Service {
                 env,
                 env.state === 'running' ? 'max_runtime_seconds ran out' : null,
               );
+            } else if (
+              (env.state === 'pausing' || env.state === 'resuming') &&
+              now.getTime() - env.updated_at.getTime() > PAUSE_SETTLE_MS
+            ) {
+              await this.pauses.settle(env.id);
             } else if (!vm) {
               if (env.state === 'running' || now.getTime() - env.created_at.getTime() > 30_000) {
                 await this.repo.transition(env.id, [env.state as EnvironmentState], 'error', {
@@ -113,7 +127,7 @@ export class Reconciler implements Service {
           if (activeIds.has(vm.id) || vm.state === 'stopped') continue;
           // Re-read: the environment may have been created after this round listed the active ones.
           const row = await this.repo.get(vm.id);
-          if (row && ['creating', 'running', 'stopping'].includes(row.state)) continue;
+          if (row && ACTIVE_STATES.includes(row.state as EnvironmentState)) continue;
           this.logger.warn({ host: host.id, vm: vm.id }, 'deleting an orphaned VM');
           const agent = await this.envs.agents.forHost(host.id);
           await agent.json('DELETE', AGENT_VM_PATHS.vm(vm.id)).catch(() => undefined);

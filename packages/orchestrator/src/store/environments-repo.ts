@@ -7,8 +7,18 @@ import {
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { Database, EnvironmentsTable, PortJson, VmSpecJson } from './schema.js';
 
-/** States that hold capacity on their host. */
-export const ACTIVE_STATES: readonly EnvironmentState[] = ['creating', 'running', 'stopping'];
+/** States with a VM on their host (reconciled; the host cannot be removed while one exists). */
+export const ACTIVE_STATES: readonly EnvironmentState[] = [
+  'creating',
+  'running',
+  'pausing',
+  'paused',
+  'resuming',
+  'stopping',
+];
+
+/** States that hold CPU and RAM on their host: all active ones but `paused` (it holds disk only). */
+export const CPU_STATES: readonly EnvironmentState[] = ACTIVE_STATES.filter((s) => s !== 'paused');
 
 /** What one host has reserved for its active environments. */
 export interface HostUsage {
@@ -50,19 +60,24 @@ export class EnvironmentsRepo {
     });
   }
 
-  /** Capacity reserved by active environments, per host. */
+  /**
+   * Capacity reserved by active environments, per host: a `paused` one reserves its disk only
+   * (its CPUs, RAM and GPUs are free until it resumes).
+   */
   async usage(trx: Kysely<Database> = this.db): Promise<Map<string, HostUsage>> {
     const rows = await trx
       .selectFrom('environments')
-      .select(['host_id', 'spec'])
+      .select(['host_id', 'spec', 'state'])
       .where('state', 'in', ACTIVE_STATES)
       .execute();
     const usage = new Map<string, HostUsage>();
-    for (const { host_id, spec } of rows) {
+    for (const { host_id, spec, state } of rows) {
       const u = usage.get(host_id) ?? { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
+      u.disk_gb += spec.storage_gb;
+      usage.set(host_id, u);
+      if (!CPU_STATES.includes(state as EnvironmentState)) continue;
       u.cpus += spec.cpus;
       u.ram_mb += spec.ram_mb;
-      u.disk_gb += spec.storage_gb;
       if (spec.gpu) u.gpus[spec.gpu.model] = (u.gpus[spec.gpu.model] ?? 0) + spec.gpu.count;
       usage.set(host_id, u);
     }

@@ -15,7 +15,9 @@ import {
   SnapshotListQuery,
 } from '@orch/protocol';
 import { z } from 'zod';
+import { requireMaster } from '../../auth/authenticator.js';
 import type { EnvironmentService } from '../../environments/environment-service.js';
+import type { PauseService } from '../../environments/pause-service.js';
 import type { SnapshotService } from '../../environments/snapshot-service.js';
 import type { SnapshotsRepo } from '../../store/snapshots-repo.js';
 import { type AnyRoute, route } from '../route.js';
@@ -27,6 +29,7 @@ const SnapshotIdParam = z.object({ snapshotId: agentId() });
 /** `/v1/environments` and `/v1/snapshots`. */
 export function environmentRoutes(
   envs: EnvironmentService,
+  pauses: PauseService,
   snapshots: SnapshotService,
   snapshotsRepo: SnapshotsRepo,
 ): AnyRoute[] {
@@ -87,14 +90,25 @@ export function environmentRoutes(
     route({
       method: 'POST',
       path: '/v1/environments/{id}',
-      access: 'master',
+      access: 'authenticated',
       tag: 'environments',
-      summary: 'Run a command in the guest: ?action=exec',
+      summary:
+        '?action=exec: run a command in the guest (master; body ExecRequest, answer ExecResult). ?action=pause: save the VM in place and free its CPU and RAM (running -> paused). ?action=resume: continue it where it stopped (paused -> running). Pause and resume: any authenticated caller, no body, answer the Environment; 409 from any other state',
       params: IdParam,
       query: EnvironmentAction,
       body: ExecRequest,
-      success: { status: 200, schema: ExecResult, description: 'Exit code and output (base64)' },
-      handler: async ({ params, body }) => ({ status: 200, body: await envs.exec(params.id, body) }),
+      bodyWhen: (query: { action: string }) => query.action === 'exec',
+      success: {
+        status: 200,
+        schema: z.union([ExecResult, Environment]),
+        description: 'exec: exit code and output (base64); pause and resume: the environment',
+      },
+      handler: async ({ params, query, body, principal }) => {
+        if (query.action === 'pause') return { status: 200, body: await pauses.pause(params.id) };
+        if (query.action === 'resume') return { status: 200, body: await pauses.resume(params.id) };
+        if (principal) requireMaster(principal);
+        return { status: 200, body: await envs.exec(params.id, body) };
+      },
     }),
     route({
       method: 'GET',

@@ -1,4 +1,5 @@
-// The Environments page: environments with their ports and time left; exec, console, snapshot, stop.
+// The Environments page: environments with their ports and time left; exec, console, snapshot,
+// pause, resume, stop.
 import type { Environment, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
 import { ago, h, mount, toast } from '../dom.js';
@@ -27,6 +28,7 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
     list,
     h('div', { class: 'row' }, h('a', { href: '#/new' }, '+ New environment')),
     table(columns, environments, (env) => {
+      // Paused: no time passes (max runtime counts running time only).
       const left =
         env.expires_at && env.state === 'running' ? (Date.parse(env.expires_at) - now) / 1000 : undefined;
       const live = env.state === 'running';
@@ -62,13 +64,24 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
           ' ',
           live ? action('Live snapshot', 'Snapshotting…', () => snapshot(env, true)) : null,
           ' ',
-          ['creating', 'running'].includes(env.state)
+          live ? action('Pause', 'Pausing…', () => pauseOrResume(main, env, 'pause')) : null,
+          env.state === 'paused'
+            ? action('Resume', 'Resuming…', () => pauseOrResume(main, env, 'resume'))
+            : null,
+          ' ',
+          ['creating', 'running', 'paused'].includes(env.state)
             ? deleteButton('Stop', 'Stopping…', `/v1/environments/${env.id}`, () => environmentsView(main))
             : null,
         ),
       );
     }),
   );
+}
+
+/** `?action=pause|resume` of `env`, then the table again (its state, ports and time left). */
+async function pauseOrResume(main: HTMLElement, env: Environment, act: 'pause' | 'resume'): Promise<void> {
+  await api<Environment>('POST', `/v1/environments/${env.id}?action=${act}`);
+  await environmentsView(main);
 }
 
 /** Takes a snapshot of `env` (with memory when `live`) and says what it became. */
