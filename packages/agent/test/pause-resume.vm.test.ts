@@ -125,6 +125,36 @@ describe.skipIf(!hasQemu)('orch-agent pause and resume in place; VMs survive an 
     expect(agent.output.join('\n')).not.toContain(SECRET);
   });
 
+  test('max runtime counts running time from the first start: the paused time is added, a resume does not reset it', async () => {
+    const short = 'vm-short';
+    const max = 12;
+    expect(
+      (await agent.request('POST', '/v1/vms', vmRequest(short, {}, { max_runtime_seconds: max }))).status,
+    ).toBe(202);
+    const vm = await agent.waitVm(short);
+    const started = Date.parse(vm.started_at!);
+    await new Promise((r) => setTimeout(r, 3000));
+    const pauseSent = Date.now();
+    expect((await agent.request('POST', `/v1/vms/${short}/pause`)).status).toBe(200);
+    const pauseReturned = Date.now();
+    await new Promise((r) => setTimeout(r, 4000));
+    const resumeSent = Date.now();
+    const resumed = await agent.request<AgentVm>('POST', `/v1/vms/${short}/resume`);
+    const resumedAt = Date.now();
+    expect(resumed.body.state).toBe('running');
+    // It had run at least pauseSent - started before the pause: that is not given back.
+    expect(Date.parse(resumed.body.expires_at!)).toBeLessThanOrEqual(
+      resumedAt + max * 1000 - (pauseSent - started),
+    );
+    const stopped = await agent.waitVm(short, ['stopped', 'error']);
+    const seen = Date.now();
+    expect(stopped.state).toBe('stopped');
+    expect(stopped.error).toContain('max_runtime_seconds');
+    // It stopped no earlier than max runtime of running time: the paused time was added.
+    expect(seen).toBeGreaterThanOrEqual(started + max * 1000 + (resumeSent - pauseReturned));
+    expect((await agent.request('DELETE', `/v1/vms/${short}`)).status).toBe(204);
+  });
+
   test('a graceful agent restart suspends the VM and resumes it at start; the counter keeps counting', async () => {
     const c1 = await counting(0);
     expect(await agent.stop('SIGTERM')).toBe(0);

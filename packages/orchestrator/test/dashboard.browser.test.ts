@@ -166,6 +166,22 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     );
   });
 
+  test('pause and resume the environment with its buttons', async () => {
+    await page.goto(`${orchd.url}/#/environments`);
+    const row = page.locator('tr[data-env]').first();
+    await row.getByRole('button', { name: 'Pause' }).click();
+    await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('paused');
+    expect(await row.getByRole('button', { name: 'Exec' }).count()).toBe(0);
+    await shot('06b-paused');
+    await row.getByRole('button', { name: 'Resume' }).click();
+    await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('running');
+    expect(await row.getByRole('button', { name: 'Resume' }).count()).toBe(0);
+    const envs = (await orchd.request('GET', '/v1/environments', { token: MASTER })).body as {
+      environments: Environment[];
+    };
+    expect(envs.environments[0]?.state).toBe('running');
+  });
+
   test('delete the snapshot, stop the environment, remove the host only once confirmed', async () => {
     await page.goto(`${orchd.url}/#/snapshots`);
     await page.locator('tr[data-snapshot]').getByRole('button', { name: 'Delete' }).click();

@@ -211,8 +211,17 @@ export class EnvironmentService {
         expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
       });
       if (moved) this.logger.info({ env: id }, 'environment running');
+      else if (
+        await this.repo.refreshRunning(
+          id,
+          portsOf(vm, agentUrl),
+          vm.expires_at ? new Date(vm.expires_at) : null,
+        )
+      ) {
+        this.logger.info({ env: id }, 'environment ports or expiry follow its VM (resumed by its agent)');
+      }
     } else if (vm.state === 'error') {
-      await this.repo.transition(id, ['creating', 'running'], 'error', {
+      await this.repo.transition(id, ['creating', 'running', 'paused'], 'error', {
         last_error: vm.error ?? 'the VM failed',
       });
     } else if (vm.state === 'stopped') {

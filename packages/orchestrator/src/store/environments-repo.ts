@@ -158,6 +158,27 @@ export class EnvironmentsRepo {
       .executeTakeFirst();
   }
 
+  /**
+   * Keeps a `running` environment's ports and expiry in step with its VM (they move when the agent
+   * resumed it after a restart: new host ports if the old were taken, paused time added to the
+   * expiry). Writes only when something changed; returns whether it did.
+   */
+  async refreshRunning(id: string, ports: PortJson[], expiresAt: Date | null): Promise<boolean> {
+    const row = await this.get(id);
+    if (row?.state !== 'running') return false;
+    const same =
+      JSON.stringify(row.ports) === JSON.stringify(ports) &&
+      (row.expires_at?.getTime() ?? null) === (expiresAt?.getTime() ?? null);
+    if (same) return false;
+    const updated = await this.db
+      .updateTable('environments')
+      .set({ ports: JSON.stringify(ports), expires_at: expiresAt, updated_at: new Date() })
+      .where('id', '=', id)
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    return updated.numUpdatedRows > 0n;
+  }
+
   /** Whether a host still has environments holding capacity (it cannot be removed then). */
   async hostHasActive(hostId: string): Promise<boolean> {
     const row = await this.db
