@@ -19,8 +19,17 @@ npx --no-install orch compile examples/services-secrets/orch.yaml
 export ORCH_DATA_DIR="${ORCH_DATA_DIR:-$ROOT/.data/orchd}"
 export ORCH_PORT="${ORCH_PORT:-8080}"
 export AGENT_PORT="${AGENT_PORT:-9090}"
-# One token shared by orchd (its default microvm-agent token) and the local agent, new each start.
-export MICROVM_AGENT_TOKEN="${MICROVM_AGENT_TOKEN:-$(node -p 'require("crypto").randomBytes(24).toString("base64url")')}"
+# One token shared by orchd (its default microvm-agent token) and the local agent. It is kept
+# (0600, in orchd's data dir, not the agent's) so that it outlives a restart: a Ctrl-C suspends the
+# agent's VMs with their memory encrypted under a key derived from this token, and the next start
+# resumes them (packages/agent/README.md, "Agent restart").
+if [ -z "${MICROVM_AGENT_TOKEN:-}" ]; then
+  token_file="$ORCH_DATA_DIR/microvm-agent-token"
+  mkdir -p "$ORCH_DATA_DIR"
+  [ -s "$token_file" ] || (umask 077 && node -p 'require("crypto").randomBytes(24).toString("base64url")' > "$token_file")
+  MICROVM_AGENT_TOKEN="$(cat "$token_file")"
+fi
+export MICROVM_AGENT_TOKEN
 export BOARD_DATA_DIR="${BOARD_DATA_DIR:-$ROOT/.data/board}"
 export BOARD_PORT="${BOARD_PORT:-8787}"
 # The local demo runs without tokens on 127.0.0.1; see packages/board-server/README.md for auth.
