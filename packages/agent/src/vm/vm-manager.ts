@@ -91,8 +91,9 @@ export class VmManager {
       ram_mb: Math.floor(totalmem() / 2 ** 20),
       disk_gb: fs ? Math.floor((fs.blocks * fs.bsize) / gb) : 0,
     };
-    const live = [...this.vms.values()].filter(
-      (v) => v.record.state === 'creating' || v.record.state === 'running',
+    // A paused VM holds no CPU or RAM (its QEMU has ended); one pausing or resuming still does.
+    const live = [...this.vms.values()].filter((v) =>
+      ['creating', 'running', 'pausing', 'resuming'].includes(v.record.state),
     );
     return {
       capacity,

@@ -45,7 +45,8 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
       'x-access': r.access,
       ...(r.access === 'public' ? { security: [] } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
-      ...(r.body ? { requestBody: { required: true, content: json(r.body, 'input') } } : {}),
+      // A body read only for some `?action=` values (bodyWhen) is optional in the document.
+      ...(r.body ? { requestBody: { required: !r.bodyWhen, content: json(r.body, 'input') } } : {}),
       responses: {
         [r.success.status]: {
           description: r.success.description,
