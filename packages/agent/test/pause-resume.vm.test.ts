@@ -86,6 +86,7 @@ describe.skipIf(!hasQemu)('orch-agent pause and resume in place; VMs survive an 
       expect(paused.status).toBe(200);
       expect(paused.body.state).toBe('paused');
       expect(paused.body.expires_at).toBeNull();
+      expect(paused.body.ports).toEqual([]);
       expect(qemuPids(dataDir)).toEqual([]);
       const info = (await agent.request<AgentInfo>('GET', '/v1/info')).body;
       expect(info.free.cpus).toBe(info.capacity.cpus);

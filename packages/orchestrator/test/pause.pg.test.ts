@@ -81,7 +81,12 @@ describeStores('pause and resume on the %s store', (store) => {
 
     const paused = await orch('-o', 'json', 'env', 'pause', a.id);
     expect(paused.stderr).toBe('');
-    expect(JSON.parse(paused.stdout)).toMatchObject({ id: a.id, state: 'paused', expires_at: null });
+    expect(JSON.parse(paused.stdout)).toMatchObject({
+      id: a.id,
+      state: 'paused',
+      expires_at: null,
+      ports: [],
+    });
     expect(agent.vms.get(a.id)?.state).toBe('paused');
     const list = await orch('env', 'list');
     expect(list.stdout).toMatch(new RegExp(`${a.id}\\s+paused`));

@@ -78,7 +78,9 @@ export class Vm {
       kernel: _kernel,
       ...vm
     } = this.record;
-    return vm;
+    // A paused VM forwards nothing: its host ports are released (kept in the record to be asked
+    // for again at the resume).
+    return vm.state === 'paused' ? { ...vm, ports: [] } : vm;
   }
 
   diagnostics(): string {

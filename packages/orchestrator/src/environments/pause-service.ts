@@ -43,7 +43,7 @@ export class PauseService {
       await this.settle(id);
       throw toOrchError(err);
     }
-    await this.repo.transition(id, ['pausing'], 'paused', { expires_at: null });
+    await this.repo.transition(id, ['pausing'], 'paused', { expires_at: null, ports: [] });
     this.logger.info({ env: id }, 'environment paused');
     return this.envs.get(id);
   }
@@ -100,7 +100,8 @@ export class PauseService {
       return;
     }
     if (vm.state === 'running') await this.running(id, vm, agent.baseUrl);
-    else if (vm.state === 'paused') await this.repo.transition(id, from, 'paused', { expires_at: null });
+    else if (vm.state === 'paused')
+      await this.repo.transition(id, from, 'paused', { expires_at: null, ports: [] });
     else if (vm.state === 'error' || vm.state === 'stopped')
       await this.repo.transition(id, from, 'error', { last_error: vm.error ?? `the VM is ${vm.state}` });
   }
