@@ -80,10 +80,16 @@ export class Reconciler implements Service {
         const activeIds = new Set(mine.map((e) => e.id));
         for (const env of mine) {
           const vm = byId.get(env.id);
+          // Max runtime is the agent's clock (running time; it moves when the agent suspended and
+          // resumed the VM around a restart): its VM's expiry wins, and a VM the agent holds
+          // paused or is resuming is not running out.
+          const heldByAgent = vm && ['pausing', 'paused', 'resuming'].includes(vm.state);
+          const expires =
+            vm?.state === 'running' ? (vm.expires_at ? new Date(vm.expires_at) : null) : env.expires_at;
           try {
             if (
               env.state === 'stopping' ||
-              (env.state === 'running' && env.expires_at && env.expires_at <= now)
+              (env.state === 'running' && !heldByAgent && expires && expires <= now)
             ) {
               await this.envs.stopOnAgent(
                 env,
