@@ -45,12 +45,16 @@ trap stop_all INT TERM EXIT
 
 log "board-node: demo board \`demo\` (embedded PostgreSQL under $BOARD_DATA_DIR)"
 npx --no-install board-node board create demo --column title:TEXT --column points:INTEGER --if-not-exists
-npx --no-install board-node &
-pids+=($!)
-npx --no-install orchd &
-pids+=($!)
-npx --no-install orch-agent &
-pids+=($!)
+# Each service runs in a session of its own (setsid), so a Ctrl-C reaches only this script, which
+# then stops each service with exactly one SIGTERM: a second signal would cut the agent's graceful
+# stop short (it pauses the running VMs, to resume them at its next start).
+start_service() {
+  setsid node "$@" &
+  pids+=($!)
+}
+start_service packages/board-server/bin/board-node.js
+start_service packages/orchestrator/bin/orchd.js
+start_service packages/agent/bin/orch-agent.js
 
 # Register the local agent once both answer (orchd's auth is off unless ORCH_AUTH_TOKEN is set).
 orch_url="http://127.0.0.1:$ORCH_PORT"

@@ -354,6 +354,24 @@ describeStores('environments on the %s store', (store) => {
       expect(agent.vms.has(e.id)).toBe(false);
     });
 
+    test('reconciler rounds leave an unchanged running environment untouched (ports compared by value)', async () => {
+      const r = await orchd.request('POST', '/v1/environments', {
+        ...as,
+        body: { ...request(), expose: [{ port: 8080, as: 'web' }] },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      const id = (r.body as Environment).id;
+      await expect.poll(async () => (await getEnv(id)).state, { timeout: 15_000 }).toBe('running');
+      const before = await getEnv(id);
+      expect(before.ports).toHaveLength(1);
+      // Three reconciler rounds (every second here) see the same ports and expiry from the agent.
+      await new Promise((resolve) => setTimeout(resolve, 3500));
+      const after = await getEnv(id);
+      expect(after.updated_at).toBe(before.updated_at);
+      expect(after.ports).toEqual(before.ports);
+      await orchd.request('DELETE', `/v1/environments/${id}`, as);
+    });
+
     test('a host with running environments cannot be removed', async () => {
       const e = await createEnv();
       const r = await orchd.request('DELETE', '/v1/hosts/h1', as);

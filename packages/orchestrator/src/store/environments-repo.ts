@@ -166,8 +166,10 @@ export class EnvironmentsRepo {
   async refreshRunning(id: string, ports: PortJson[], expiresAt: Date | null): Promise<boolean> {
     const row = await this.get(id);
     if (row?.state !== 'running') return false;
+    // Field by field: jsonb does not keep the key order, so the stored JSON text never matches.
+    const key = (p: PortJson[]) => JSON.stringify(p.map((x) => [x.port, x.as, x.host, x.host_port]));
     const same =
-      JSON.stringify(row.ports) === JSON.stringify(ports) &&
+      key(row.ports) === key(ports) &&
       (row.expires_at?.getTime() ?? null) === (expiresAt?.getTime() ?? null);
     if (same) return false;
     const updated = await this.db
