@@ -4,7 +4,7 @@
  * node restart.
  */
 import { describeStore, STORES, type TestStore } from '@support/pg/testing';
-import { expect, it } from 'vitest';
+import { afterAll, expect, it } from 'vitest';
 import { boardTest, cli, type NodeProcess, nodeEnv, rpc, startNode, value } from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
@@ -24,6 +24,9 @@ for (const storeName of STORES) {
     let node: NodeProcess;
     let dir: string;
     let env: Record<string, string>;
+    // The node this file starts itself (the fixture stops the one it started).
+    let restarted: NodeProcess | undefined;
+    afterAll(() => restarted?.stop());
     const count = (board: string) =>
       rpc(node.url, 'query.execute', { sql: 'SELECT count(*), sum(n) FROM {{t}}', tables: T }, { board });
 
@@ -69,6 +72,7 @@ for (const storeName of STORES) {
     it('re-attaches replica files after a restart and catches up incrementally', async () => {
       await node.stop();
       node = await startNode(env);
+      restarted = node;
       value(await rpc(node.url, 'mutate.insert', { rows: [{ id: 'late', n: 1 }] }, { board: 'm2' }));
       const out = value<Outcome>(await count('m2'));
       expect(out.cache).toBe('reattach');
