@@ -83,7 +83,7 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       kind: 'microvm',
       arch: 'amd64',
       accelerator: 'tcg',
-      images: ['busybox'],
+      images: ['busybox', 'debian-12'],
     });
   });
 
@@ -435,7 +435,11 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       rmSync(tree, { recursive: true, force: true });
       rmSync(`${tree}.tar`, { force: true });
     }
-    expect((await agent.request<AgentInfo>('GET', '/v1/info')).body.images).toEqual(['busybox', 'imported']);
+    expect((await agent.request<AgentInfo>('GET', '/v1/info')).body.images).toEqual([
+      'busybox',
+      'debian-12',
+      'imported',
+    ]);
     await agent.request('POST', '/v1/vms', vmRequest('vm-imported', {}, { image: 'imported' }));
     expect((await agent.waitVm('vm-imported')).state).toBe('running');
     expect((await agent.exec('vm-imported', ['cat', '/etc/motd'])).stdout).toBe('imported image\n');
