@@ -169,8 +169,7 @@ export class EnvironmentsRepo {
     // Field by field: jsonb does not keep the key order, so the stored JSON text never matches.
     const key = (p: PortJson[]) => JSON.stringify(p.map((x) => [x.port, x.as, x.host, x.host_port]));
     const same =
-      key(row.ports) === key(ports) &&
-      (row.expires_at?.getTime() ?? null) === (expiresAt?.getTime() ?? null);
+      key(row.ports) === key(ports) && (row.expires_at?.getTime() ?? null) === (expiresAt?.getTime() ?? null);
     if (same) return false;
     const updated = await this.db
       .updateTable('environments')
