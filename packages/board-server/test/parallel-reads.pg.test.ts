@@ -40,8 +40,9 @@ describeStore('embedded')('parallel reads on one board', () => {
     ).watermark;
     let acked = start;
     let writing = true;
+    let failed = false;
     const writer = (async () => {
-      for (let b = 0; b < WRITES; b++) {
+      for (let b = 0; b < WRITES && !failed; b++) {
         const rows = Array.from({ length: BATCH }, (_, j) => ({ id: `b${b}-${j}`, batch: b }));
         const w = value<{ watermark: number }>(
           await rpc(node.url, 'mutate.insert', { rows }, { board: 'par' }),
@@ -53,7 +54,7 @@ describeStore('embedded')('parallel reads on one board', () => {
     let answers = 0;
     const reader = async (n: number) => {
       let last = 0;
-      while (writing) {
+      while (writing && !failed) {
         const floor = acked;
         const sql =
           n % 2 === 0
@@ -78,7 +79,17 @@ describeStore('embedded')('parallel reads on one board', () => {
         answers++;
       }
     };
-    await Promise.all([writer, ...Array.from({ length: READERS }, (_, n) => reader(n))]);
+    const guarded = (n: number) =>
+      reader(n).catch((err: unknown) => {
+        failed = true;
+        throw err;
+      });
+    // Every reader and the writer run to the end before a failure is reported (nothing left writing).
+    const settled = await Promise.allSettled([
+      writer,
+      ...Array.from({ length: READERS }, (_, n) => guarded(n)),
+    ]);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
     expect(answers).toBeGreaterThan(READERS);
 
     const head = value<Outcome>(

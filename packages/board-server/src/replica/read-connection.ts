@@ -24,11 +24,12 @@ export interface SnapshotResult {
  */
 export class ReadConnection {
   /**
-   * Prepared statements by SQL text, with the watermark they were planned at: DuckDB bakes table
-   * statistics into a plan (a perfect-hash GROUP BY sizes its table from min/max), so a plan is
-   * reused only on the state it was planned on and re-planned after a change.
+   * Prepared statements by SQL text, with the replica generation they were planned at: DuckDB bakes
+   * table statistics into a plan (a perfect-hash GROUP BY sizes its table from min/max), so a plan
+   * is reused only while no change batch was applied since, and re-planned after one. Statements
+   * run in a snapshot transaction (a batch was being applied) are planned afresh and not kept.
    */
-  private readonly statements = new Map<string, { prepared: DuckDBPreparedStatement; watermark: number }>();
+  private readonly statements = new Map<string, { prepared: DuckDBPreparedStatement; generation: number }>();
   /** SQL texts that passed the statement and source checks (re-planning needs no re-check). */
   private readonly checked = new Set<string>();
   /** `json_serialize_sql` prepared once per connection, for {@link checkParseTree}. */
@@ -44,8 +45,12 @@ export class ReadConnection {
   ) {}
 
   /**
-   * Runs one read-only statement in a snapshot and encodes its result as JSON, chunk by chunk.
-   * Refuses (tag `QueryRefused`) anything but exactly one SELECT that reads only the board's table
+   * Runs one read-only statement and encodes its result as JSON, chunk by chunk. With `known`
+   * undefined, the statement runs in a transaction that first reads the replica's watermark, so
+   * the watermark returned is that of the snapshot read. With `known` given, the caller vouches that
+   * no change batch can commit while this runs unnoticed (see `Replica.query`): the statement runs
+   * on its own (three fewer DuckDB calls) and `known` is returned as the watermark. Refuses (tag
+   * `QueryRefused`) anything but exactly one SELECT that reads only the board's table
    * (`source-guard.ts`). The deadline (`limits.timeoutMs`) covers checking, preparing, executing,
    * reading, converting and encoding: past it, `QueryTimeout`.
    */
@@ -54,6 +59,7 @@ export class ReadConnection {
     params: Cell[],
     limits: QueryLimits,
     schemaVersion: number,
+    known?: { watermark: number; generation: number },
   ): Promise<SnapshotResult> {
     if (schemaVersion !== this.schemaVersion) {
       this.clearStatements();
@@ -69,13 +75,18 @@ export class ReadConnection {
       if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
     };
     let open = false;
+    let owned: DuckDBPreparedStatement | undefined;
     try {
-      await conn.run('BEGIN TRANSACTION');
-      open = true;
-      this.snapshot ??= await conn.prepare(`SELECT watermark FROM ${this.metaTable}`);
-      const meta = await this.snapshot.runAndReadAll();
-      const watermark = Number(meta.getRows()[0]?.[0] ?? 0);
-      const prepared = await this.prepareRead(sqlText, watermark);
+      let watermark = known?.watermark;
+      if (watermark === undefined) {
+        await conn.run('BEGIN TRANSACTION');
+        open = true;
+        this.snapshot ??= await conn.prepare(`SELECT watermark FROM ${this.metaTable}`);
+        const meta = await this.snapshot.runAndReadAll();
+        watermark = Number(meta.getRows()[0]?.[0] ?? 0);
+      }
+      const prepared = await this.prepareRead(sqlText, known?.generation);
+      if (known === undefined) owned = prepared;
       deadline();
       if (prepared.parameterCount !== params.length) {
         throw boardError(
@@ -87,8 +98,10 @@ export class ReadConnection {
       const stream = await prepared.stream();
       deadline();
       const result = await readResult(stream, limits, deadline);
-      open = false;
-      await conn.run('COMMIT');
+      if (open) {
+        open = false;
+        await conn.run('COMMIT');
+      }
       return { result, watermark };
     } catch (err) {
       // A result abandoned half-read would keep its pipeline running until the next statement.
@@ -98,6 +111,7 @@ export class ReadConnection {
       throw refineDuckError(err, this.path);
     } finally {
       clearTimeout(timer);
+      owned?.destroySync();
     }
   }
 
@@ -107,18 +121,21 @@ export class ReadConnection {
    * runs on the parse tree before the statement is bound, so that nothing (not even an error
    * message of the binder or optimizer) is computed from a source the query may not read.
    */
-  private async prepareRead(sqlText: string, watermark: number): Promise<DuckDBPreparedStatement> {
+  private async prepareRead(
+    sqlText: string,
+    generation: number | undefined,
+  ): Promise<DuckDBPreparedStatement> {
     const cached = this.statements.get(sqlText);
-    if (cached) {
+    if (cached && generation !== undefined) {
       this.statements.delete(sqlText);
-      if (cached.watermark === watermark) {
+      if (cached.generation === generation) {
         this.statements.set(sqlText, cached);
         return cached.prepared;
       }
       cached.prepared.destroySync();
     }
     if (this.checked.has(sqlText)) {
-      return this.remember(sqlText, watermark, await this.conn.prepare(sqlText));
+      return this.remember(sqlText, generation, await this.conn.prepare(sqlText));
     }
     const extracted = await this.conn.extractStatements(sqlText);
     if (extracted.count !== 1) {
@@ -135,16 +152,18 @@ export class ReadConnection {
       prepared.destroySync();
       throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
     }
-    return this.remember(sqlText, watermark, prepared);
+    return this.remember(sqlText, generation, prepared);
   }
 
   private remember(
     sqlText: string,
-    watermark: number,
+    generation: number | undefined,
     prepared: DuckDBPreparedStatement,
   ): DuckDBPreparedStatement {
+    if (this.checked.size >= 4 * STATEMENT_CACHE) this.checked.clear();
     this.checked.add(sqlText);
-    this.statements.set(sqlText, { prepared, watermark });
+    if (generation === undefined) return prepared;
+    this.statements.set(sqlText, { prepared, generation });
     if (this.statements.size > STATEMENT_CACHE) {
       const oldest = this.statements.keys().next().value as string;
       this.statements.get(oldest)?.prepared.destroySync();

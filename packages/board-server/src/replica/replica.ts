@@ -58,6 +58,8 @@ export class Replica {
   private users = 0;
   private retired = false;
   private closed = false;
+  /** Odd while a change batch is being applied; bumped before it starts and after it commits. */
+  private generation = 0;
   /** Bumped when the table's columns change: readers then drop their prepared statements. */
   private schemaVersion = 0;
 
@@ -141,11 +143,21 @@ export class Replica {
   /** Applies change records (consecutive, starting at watermark + 1) in one DuckDB transaction. */
   async apply(records: ChangeRecord[]): Promise<void> {
     if (records.length === 0) return;
+    this.generation++;
+    try {
+      await this.applyBatch(records, this.watermark, this.columns);
+    } finally {
+      // After the watermark moved (in applyBatch, right after the commit): see query().
+      this.generation++;
+    }
+  }
+
+  private async applyBatch(records: ChangeRecord[], from: number, before: ColumnDef[]): Promise<void> {
     const conn = this.conn;
     // `watermark` and `columns` change only once the batch is committed: a request that sees the
     // new watermark must find the batch in any snapshot it takes afterwards.
-    let watermark = this.watermark;
-    let columns = this.columns;
+    let watermark = from;
+    let columns = before;
     await conn.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
     const flush = () => {
@@ -214,11 +226,25 @@ export class Replica {
    * {@link ReadConnection}): readers run in parallel with each other and with {@link apply}, and
    * the returned watermark is that of the state the query read. At most {@link MAX_READERS} reader
    * connections exist per replica; further queries wait for one.
+   *
+   * Fast path: {@link generation} is odd while a batch is being applied and moves on both edges.
+   * When it is even before the statement starts and unchanged after its result is read, no batch
+   * committed in between, so the statement saw exactly the state at {@link watermark}: it runs
+   * without the snapshot transaction. Otherwise (a batch was being applied, or one started meanwhile)
+   * the statement runs (again) in a transaction that reads the watermark of its own snapshot.
    */
   async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<SnapshotResult> {
     const reader = this.idle.pop() ?? (await this.newReader());
     try {
-      return await reader.query(sqlText, params, limits, this.schemaVersion);
+      const started = performance.now();
+      const generation = this.generation;
+      if (generation % 2 === 0) {
+        const known = { watermark: this.watermark, generation };
+        const out = await reader.query(sqlText, params, limits, this.schemaVersion, known);
+        if (this.generation === generation) return out;
+      }
+      const left = Math.max(1, limits.timeoutMs - (performance.now() - started));
+      return await reader.query(sqlText, params, { ...limits, timeoutMs: left }, this.schemaVersion);
     } finally {
       this.releaseReader(reader);
     }
