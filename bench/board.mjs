@@ -20,7 +20,8 @@ import pg from 'pg';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
-const BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
+/** BOARD_BENCH_BIN: another build's board-node (e.g. main's, for a before/after run). */
+const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c', 'd'];
 /** Rows of the GROUP BY / point-query board (BENCH_ROWS shrinks it for a smoke run). */
 const ROWS_B = Number(process.env.BENCH_ROWS ?? 1_000_000);
@@ -43,7 +44,9 @@ async function startPostgres() {
 
 async function startNode(url, id) {
   const dataDir = await mkdtemp(join(tmpdir(), 'board-bench-node-'));
-  const proc = spawn(process.execPath, [BIN], {
+  // BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const proc = spawn(process.execPath, [...nodeArgs, BIN], {
     env: {
       PATH: process.env.PATH,
       DATABASE_URL: url,
