@@ -145,11 +145,12 @@ export class ReplicaCache {
     return new EncodedJson<QueryOutcome>(parts);
   }
 
-  /** Closes every open replica. */
+  /** Closes every open replica (one still running a query closes when that query ends). */
   closeAll(): void {
     for (const [board, r] of this.open) {
       try {
-        r.close();
+        if (r.inUse > 0) void r.retire();
+        else r.close();
       } catch (err) {
         this.log.warn({ err, board }, 'closing replica failed');
       }

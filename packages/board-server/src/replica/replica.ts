@@ -231,7 +231,8 @@ export class Replica {
    * When it is even before the statement starts and unchanged after its result is read, no batch
    * committed in between, so the statement saw exactly the state at {@link watermark}: it runs
    * without the snapshot transaction. Otherwise (a batch was being applied, or one started meanwhile)
-   * the statement runs (again) in a transaction that reads the watermark of its own snapshot.
+   * the statement runs (again) in a transaction that reads the watermark of its own snapshot; so
+   * does a statement that failed on the fast path while a batch was applied.
    */
   async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<SnapshotResult> {
     const reader = this.idle.pop() ?? (await this.newReader());
@@ -240,8 +241,14 @@ export class Replica {
       const generation = this.generation;
       if (generation % 2 === 0) {
         const known = { watermark: this.watermark, generation };
-        const out = await reader.query(sqlText, params, limits, this.schemaVersion, known);
-        if (this.generation === generation) return out;
+        try {
+          const out = await reader.query(sqlText, params, limits, this.schemaVersion, known);
+          if (this.generation === generation) return out;
+        } catch (err) {
+          // A batch committed while the statement ran: its plan's statistics may predate rows it
+          // read (a perfect-hash GROUP BY then fails). Run it again in a snapshot; else it is final.
+          if (this.generation === generation) throw err;
+        }
       }
       const left = Math.max(1, limits.timeoutMs - (performance.now() - started));
       return await reader.query(sqlText, params, { ...limits, timeoutMs: left }, this.schemaVersion);
