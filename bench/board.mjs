@@ -3,7 +3,10 @@
 //   b) GROUP BY over 1M rows: board-node (DuckDB replica) vs straight on Postgres
 //   c) single-row insert acknowledgement: board-node mutate.insert vs a plain pg INSERT
 //   d) change propagation to a watcher on the writing node and on a second node (p50, p99)
-// Usage: node bench/board.mjs [a|b|c|d ...]   (default: all). Needs the Debian postgresql-15
+//   s) issue 18, against a plain node:http + pg endpoint (bench/plain-endpoint.mjs) on the same
+//      Postgres: point query by id on a 1M-row board (sequential p50; 32 in flight: throughput and
+//      p99), single-row insert ack, GROUP BY over 1M rows; printed as ratios
+// Usage: node bench/board.mjs [a|b|c|d|s ...]   (default: a b c d). Needs the Debian postgresql-15
 // server binaries (scripts/test.sh installs them) and a build (`npm run build`).
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
@@ -17,8 +20,12 @@ import pg from 'pg';
 
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
-const BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
+/** BOARD_BENCH_BIN: another build's board-node (e.g. main's, for a before/after run). */
+const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c', 'd'];
+/** Rows of the GROUP BY / point-query board (BENCH_ROWS shrinks it for a smoke run). */
+const ROWS_B = Number(process.env.BENCH_ROWS ?? 1_000_000);
+const PLAIN = join(ROOT, 'bench/plain-endpoint.mjs');
 const cleanups = [];
 
 const median = (xs) => quantile(xs, 0.5);
@@ -37,7 +44,9 @@ async function startPostgres() {
 
 async function startNode(url, id) {
   const dataDir = await mkdtemp(join(tmpdir(), 'board-bench-node-'));
-  const proc = spawn(process.execPath, [BIN], {
+  // BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const proc = spawn(process.execPath, [...nodeArgs, BIN], {
     env: {
       PATH: process.env.PATH,
       DATABASE_URL: url,
@@ -64,6 +73,56 @@ async function startNode(url, id) {
     await rm(dataDir, { recursive: true, force: true });
   });
   return base;
+}
+
+/** The plain endpoint (bench/plain-endpoint.mjs) as a child process on the same Postgres. */
+async function startPlain(url) {
+  const proc = spawn(process.execPath, [PLAIN], {
+    env: { PATH: process.env.PATH, DATABASE_URL: url },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const base = await new Promise((res, rej) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
+      if (m) res(m[1]);
+    });
+    proc.once('exit', (c) => rej(new Error(`plain endpoint exited ${c}`)));
+  });
+  cleanups.push(async () => {
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+  });
+  return base;
+}
+
+async function plainRpc(base, table, procedure, body) {
+  const res = await fetch(`${base}/rpc/${procedure}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-plain-table': table },
+    body: JSON.stringify(body),
+  });
+  const env = await res.json();
+  if (env.status !== 'ok') throw new Error(`plain ${procedure}: ${JSON.stringify(env.error)}`);
+  return env.value;
+}
+
+/** `inFlight` workers issuing `call(i)` back to back for `seconds`: throughput and latencies. */
+async function closedLoop(inFlight, seconds, call) {
+  const lat = [];
+  const end = performance.now() + seconds * 1000;
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        await call(n++);
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  return { rps: lat.length / seconds, lat };
 }
 
 async function cli(args, url) {
@@ -167,17 +226,25 @@ async function main() {
     );
   }
 
-  if (which.includes('b')) {
-    const N = 1_000_000;
+  let loadedB = false;
+  const loadB = async () => {
+    if (loadedB) return;
+    loadedB = true;
+    const N = ROWS_B;
     const t0 = performance.now();
     await load(nodeA, 'bench_b', N, (j) => ({ id: `r${j}`, grp: j % 100, val: (j * 7919) % 1000 }));
     console.log(
-      `\n(loaded 1M rows through mutate.insert in ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+      `\n(loaded ${ROWS_B} rows through mutate.insert in ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
     );
+    await client.query(`VACUUM ANALYZE ${await boardTable(client, 'bench_b')}`);
+  };
+  const GROUP_SQL =
+    'SELECT grp, count(*) AS n, sum(val) AS total, avg(val) AS mean FROM {{t}} GROUP BY grp ORDER BY grp';
+
+  if (which.includes('b')) {
+    await loadB();
     const table = await boardTable(client, 'bench_b');
-    await client.query(`VACUUM ANALYZE ${table}`);
-    const sql =
-      'SELECT grp, count(*) AS n, sum(val) AS total, avg(val) AS mean FROM {{t}} GROUP BY grp ORDER BY grp';
+    const sql = GROUP_SQL;
     const t1 = performance.now();
     await rpc(nodeA, 'bench_b', 'query.execute', { sql, tables: T });
     console.log(
@@ -211,6 +278,8 @@ async function main() {
     );
     report('(c) single-row insert acknowledgement', 'board-node', ta, 'pg INSERT', tb);
   }
+
+  if (which.includes('s')) await scale(client, url, nodeA, loadB, GROUP_SQL);
 
   if (which.includes('d')) {
     const nodeB = await startNode(url, 'bench-b');
@@ -264,6 +333,115 @@ async function main() {
     console.log(`  ratio second / same (p50) = ${(quantile(other, 0.5) / quantile(same, 0.5)).toFixed(2)}x`);
     results.push({ name: '(d) propagation', same, other });
   }
+}
+
+/** Issue 18: board-node vs the plain node:http + pg endpoint, same Postgres, same run. */
+async function scale(client, url, nodeA, loadB, groupSql) {
+  const T = [{ token: 't', entity: 'items' }];
+  const N = ROWS_B;
+  await loadB();
+  const table = await boardTable(client, 'bench_b');
+  await client.query(
+    'CREATE TABLE plain_s (id text PRIMARY KEY, updated_at timestamptz NOT NULL, state text, title text, n bigint)',
+  );
+  const plain = await startPlain(url);
+  const pointSql = 'SELECT * FROM {{t}} WHERE id = $1';
+  const id = () => `r${Math.floor(Math.random() * N)}`;
+  const board = (params) => rpc(nodeA, 'bench_b', 'query.execute', { sql: pointSql, tables: T, params });
+  const peer = (params) => plainRpc(plain, table, 'query.execute', { sql: pointSql, params });
+  const t1 = performance.now();
+  await rpc(nodeA, 'bench_b', 'query.execute', { sql: 'SELECT count(*) FROM {{t}}', tables: T });
+  console.log(
+    `\n(s) first query on the 1M-row board (replica build/catch-up): ${((performance.now() - t1) / 1000).toFixed(1)} s`,
+  );
+  for (let i = 0; i < 200; i++) await Promise.all([board([id()]), peer([id()])]); // warm both
+
+  const rows = [];
+  const parts = { sync: [], query: [] };
+  const [pa, pb] = await sideBySide(
+    1000,
+    async () => {
+      const v = await board([id()]);
+      parts.sync.push(v.syncMs);
+      parts.query.push(v.queryMs);
+    },
+    () => peer([id()]),
+  );
+  console.log(
+    `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, DuckDB snapshot + execute + encode ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
+  );
+  rows.push([
+    'point query by id, sequential, p50',
+    ms(median(pa)),
+    ms(median(pb)),
+    `${(median(pa) / median(pb)).toFixed(2)}x`,
+  ]);
+  rows.push([
+    'point query by id, sequential, p99',
+    ms(quantile(pa, 0.99)),
+    ms(quantile(pb, 0.99)),
+    `${(quantile(pa, 0.99) / quantile(pb, 0.99)).toFixed(2)}x`,
+  ]);
+
+  // 32 in flight: three alternating rounds of 4 s per side, summed.
+  const conc = { board: { n: 0, lat: [] }, plain: { n: 0, lat: [] } };
+  for (let round = 0; round < 3; round++) {
+    for (const [name, call] of [
+      ['board', board],
+      ['plain', peer],
+    ]) {
+      const r = await closedLoop(32, 4, () => call([id()]));
+      conc[name].n += r.lat.length;
+      conc[name].lat.push(...r.lat);
+    }
+  }
+  const rps = (c) => c.n / 12;
+  rows.push([
+    'point query, 32 in flight, throughput',
+    `${rps(conc.board).toFixed(0)} req/s`,
+    `${rps(conc.plain).toFixed(0)} req/s`,
+    `${(rps(conc.board) / rps(conc.plain)).toFixed(2)}x`,
+  ]);
+  rows.push([
+    'point query, 32 in flight, p99',
+    ms(quantile(conc.board.lat, 0.99)),
+    ms(quantile(conc.plain.lat, 0.99)),
+    `${(quantile(conc.board.lat, 0.99) / quantile(conc.plain.lat, 0.99)).toFixed(2)}x`,
+  ]);
+
+  const [ia, ib] = await sideBySide(
+    400,
+    (i) =>
+      rpc(nodeA, 'bench_c', 'mutate.insert', {
+        rows: [{ id: `s-${i}`, title: 'hello', n: i, state: 'open' }],
+      }),
+    (i) =>
+      plainRpc(plain, 'plain_s', 'mutate.insert', {
+        rows: [{ id: `s-${i}`, title: 'hello', n: i, state: 'open' }],
+      }),
+  );
+  rows.push([
+    'single-row insert ack, p50',
+    ms(median(ia)),
+    ms(median(ib)),
+    `${(median(ia) / median(ib)).toFixed(2)}x`,
+  ]);
+
+  const [ga, gb] = await sideBySide(
+    15,
+    () => rpc(nodeA, 'bench_b', 'query.execute', { sql: groupSql, tables: T }),
+    () => plainRpc(plain, table, 'query.execute', { sql: groupSql, params: [] }),
+  );
+  rows.push([
+    'GROUP BY over 1M rows, p50',
+    ms(median(ga)),
+    ms(median(gb)),
+    `${(median(gb) / median(ga)).toFixed(1)}x faster`,
+  ]);
+
+  console.log('\n| measure | board-node | plain endpoint | ratio |\n|---|---:|---:|---:|');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  results.push({ name: '(s) scale', rows });
 }
 
 try {

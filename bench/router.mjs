@@ -1,6 +1,8 @@
 // board-router benchmarks, each printing a ratio measured side by side in one run:
 //   a) router overhead: point query by id, through board-router (over that one node) vs straight
 //      to the node; p50 and p99, ratio and added milliseconds
+//   c) issue 18, balancing: three nodes, one answering every request 200 ms late; and the (b) case
+//      (one of two nodes 100 ms late on 10%); latency-aware default vs round robin vs hedging off
 //   b) one slow node: two nodes, one behind a proxy that delays 10% of its requests by 100 ms;
 //      p99 through a router with hedging on vs off (ratio off / on)
 // Usage: node bench/router.mjs [a|b ...]   (default: both). Needs the Debian postgresql-15 server
@@ -17,7 +19,7 @@ const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
 const NODE_BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
 const ROUTER_BIN = join(ROOT, 'packages/board-router/bin/board-router.js');
-const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b'];
+const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c'];
 const cleanups = [];
 
 function quantile(xs, q) {
@@ -221,6 +223,45 @@ async function main() {
     lines.push(
       `| (b) p99 with one slow node, hedging off vs on (2000 runs; hedges sent ${sent}, won ${won} of 2200 requests) | ${ms(f50)} | ${ms(o50)} | | ${ms(f99)} | ${ms(o99)} | ${(f99 / o99).toFixed(2)}x better |`,
     );
+  }
+  if (which.includes('c')) {
+    const n3 = await startNode(url, 'bench-3');
+    const late = await startDelayProxy(n3, 1, 200);
+    const flaky = await startDelayProxy(n2, 0.1, 100);
+    const runs = 1000;
+    const contenders = {
+      'three nodes, one 200 ms late: latency-aware (default, hedging on)': await startRouter([n1, n2, late]),
+      'three nodes, one 200 ms late: round robin, hedging on': await startRouter(
+        [n1, n2, late],
+        ['--balance', 'round-robin'],
+      ),
+      'three nodes, one 200 ms late: round robin, hedging off': await startRouter(
+        [n1, n2, late],
+        ['--balance', 'round-robin', '--hedge', 'off'],
+      ),
+      'two nodes, one 100 ms late on 10%: latency-aware (default, hedging on)': await startRouter([
+        n1,
+        flaky,
+      ]),
+      'two nodes, one 100 ms late on 10%: round robin, hedging on': await startRouter(
+        [n1, flaky],
+        ['--balance', 'round-robin'],
+      ),
+    };
+    const times = Object.fromEntries(Object.keys(contenders).map((k) => [k, []]));
+    for (let i = 0; i < 100; i++) for (const r of Object.values(contenders)) await point(r, i);
+    for (let i = 0; i < runs; i++) {
+      for (const [k, r] of Object.entries(contenders)) {
+        const t = performance.now();
+        await point(r, i);
+        times[k].push(performance.now() - t);
+      }
+    }
+    console.log(`\n(c) balancing, ${runs} interleaved sequential point queries per router`);
+    for (const [k, ts] of Object.entries(times)) {
+      console.log(`  ${k}: p50 ${ms(quantile(ts, 0.5))}  p99 ${ms(quantile(ts, 0.99))}`);
+      lines.push(`| (c) ${k} | ${ms(quantile(ts, 0.5))} | ${ms(quantile(ts, 0.99))} |`);
+    }
   }
   console.log('\nRESULTS.md rows:');
   for (const l of lines) console.log(l);

@@ -58,6 +58,13 @@ export const OPTIONS = declareOptions({
     schema: millisecondsSchema(10_000),
     description: "deadline of one routed request, every attempt included (the client's default deadline)",
   },
+  balance: {
+    env: 'BOARD_ROUTER_BALANCE',
+    flag: '--balance <latency|round-robin>',
+    schema: z.enum(['latency', 'round-robin']).default('latency'),
+    description:
+      'first-attempt choice: power of two choices over a moving average of node latency, or round robin',
+  },
   hedge: {
     env: 'BOARD_ROUTER_HEDGE',
     flag: '--hedge <on|off>',

@@ -1,6 +1,7 @@
 import { Agent, request } from 'node:http';
 import { healthSchema } from '@board/protocol';
 import { Periodic } from '@support/server';
+import { LatencyBalancer } from './balancer.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -29,18 +30,25 @@ export interface UpstreamNode {
   state: NodeState;
 }
 
-/** The upstream nodes, their health probes and round-robin choice among the up ones. */
+/** The upstream nodes, their health probes and the latency-aware choice among the up ones. */
 export class NodePool {
   readonly nodes: UpstreamNode[];
   /** Keep-alive connections to the nodes, shared by routed requests and probes. */
   readonly agent = new Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+  private readonly balancer = new LatencyBalancer<UpstreamNode>();
   private rr = 0;
   private readonly life = new AbortController();
   private probing: Promise<void> | undefined;
 
   constructor(
     urls: string[],
-    private readonly opts: { intervalMs: number; timeoutMs: number; log: Logger; metrics: Metrics },
+    private readonly opts: {
+      intervalMs: number;
+      timeoutMs: number;
+      balance: 'latency' | 'round-robin';
+      log: Logger;
+      metrics: Metrics;
+    },
   ) {
     this.nodes = urls.map((url) => {
       const u = new URL(url);
@@ -68,15 +76,32 @@ export class NodePool {
     await this.probing;
   }
 
-  /** The up nodes, starting at a rotating offset (round robin), without those in `exclude`. */
+  /**
+   * An up node not in `exclude`, chosen by the latency-aware balancer (power of two choices over a
+   * moving average of each node's latency, see `balancer.ts`), or with `balance: 'round-robin'`
+   * the next one from a rotating offset; undefined when there is none.
+   */
   pick(exclude: ReadonlySet<UpstreamNode>): UpstreamNode | undefined {
+    if (this.opts.balance === 'latency') {
+      return this.balancer.choose(this.nodes.filter((n) => n.state === 'up' && !exclude.has(n)));
+    }
     const n = this.nodes.length;
     const start = this.rr++ % n;
     for (let i = 0; i < n; i++) {
-      const node = this.nodes[(start + i) % n]!;
+      const node = this.nodes[(start + i) % n] as UpstreamNode;
       if (node.state === 'up' && !exclude.has(node)) return node;
     }
     return undefined;
+  }
+
+  /** An attempt was sent to `node` (counted as in flight until {@link finished}). */
+  started(node: UpstreamNode): void {
+    this.balancer.started(node);
+  }
+
+  /** An attempt on `node` ended after `ms`, whatever its outcome. */
+  finished(node: UpstreamNode, ms: number): void {
+    this.balancer.finished(node, ms);
   }
 
   /** Passive ejection: a routed request saw a transport failure on this node. */

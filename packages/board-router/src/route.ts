@@ -113,6 +113,11 @@ export async function routeRpc(
       tried.add(node);
       lastNode = node;
       const attempt = startAttempt(node, pool.agent, path, headers, body, hedge);
+      const t0 = performance.now();
+      pool.started(node);
+      void attempt.outcome.then((o) =>
+        pool.finished(node, o.kind === 'answer' ? o.ms : performance.now() - t0),
+      );
       inFlight.add(attempt);
       void attempt.outcome.then((o) => onOutcome(attempt, o));
     }

@@ -34,6 +34,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   const pool = new NodePool(config.nodes, {
     intervalMs: config.healthIntervalMs,
     timeoutMs: config.healthTimeoutMs,
+    balance: config.balance,
     log,
     metrics,
   });

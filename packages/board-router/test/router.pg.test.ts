@@ -238,7 +238,13 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     // Burst 10: room for the extra hedges a loaded machine causes (a slow answer from node-a is
     // hedged too, possibly onto the held node), so a held request never finds the budget empty.
     const BURST = 10;
-    const hedging = await startRouter([a.url, proxyC.url], { hedgeBudget: '0.5', hedgeBurst: String(BURST) });
+    // Round robin: the held node keeps getting first attempts (the latency-aware default would
+    // route around it, which the balancer tests cover).
+    const hedging = await startRouter([a.url, proxyC.url], {
+      hedgeBudget: '0.5',
+      hedgeBurst: String(BURST),
+      balance: 'round-robin',
+    });
     proxyC.setHold((_s, n) => n % 3 === 0);
     const answers = [];
     const N = 60;
@@ -269,6 +275,7 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
       hedgeBudget: '1',
       hedgeBurst: '5',
       requestTimeoutMs: '1500',
+      balance: 'round-robin',
     });
     proxyC.setHold((s) => s.path.startsWith('/rpc/mutate.'));
     // Keyed: whichever node gets it first, it is answered (by node-a when node-c's copy is held).

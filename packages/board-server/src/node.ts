@@ -53,6 +53,7 @@ export async function startBoardNode(
   );
   const replicas = new ReplicaCache(
     store.db,
+    store.pool,
     config.dataDir,
     { maxOpen: config.replicaMaxOpen, memoryMb: config.replicaMemoryMb },
     {

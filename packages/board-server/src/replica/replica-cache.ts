@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CacheOutcome, Cell, QueryOutcome, Row, SyncResult } from '@board/protocol';
 import { type Kysely, sql } from 'kysely';
+import type pg from 'pg';
 import { boardTable } from '../boards/board-admin.js';
 import { parseColumns } from '../boards/columns.js';
 import { readRecords } from '../changelog/changes-reader.js';
@@ -9,8 +10,9 @@ import { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
+import { type BoardHead, HeadReader } from './head-reader.js';
 import { bindPlaceholders } from './query-guard.js';
-import { type QueryLimits, Replica, removeReplicaFiles } from './replica.js';
+import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
 const CHANGE_PAGE = 500;
 const REBUILD_BATCH = 50_000;
@@ -25,7 +27,9 @@ export interface ReplicaBudget {
 
 /**
  * Per-board DuckDB replicas, least recently used first out. Each request syncs the board's
- * replica from the change log, then queries it; requests on one board run one at a time.
+ * replica from the change log, then queries it on a reader connection in one snapshot. Requests
+ * that find the replica at their head run in parallel; re-attach, catch-up and rebuild take the
+ * board's lock (one at a time), and queries keep running on the previous snapshot meanwhile.
  *
  *   closed ──request: file present──▶ reattach ──┐
  *   closed ──request: no/unreadable file──▶ rebuild ──┤
@@ -44,15 +48,18 @@ export class ReplicaCache {
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
+  private readonly heads: HeadReader;
 
   constructor(
     private readonly db: Kysely<BoardDb>,
+    pool: pg.Pool,
     dataDir: string,
     private readonly budget: ReplicaBudget,
     private readonly limits: QueryLimits,
     private readonly log: Logger,
   ) {
     this.dir = join(dataDir, 'replicas');
+    this.heads = new HeadReader(pool);
   }
 
   /** Memory limit given to each replica's DuckDB instance. */
@@ -97,48 +104,53 @@ export class ReplicaCache {
     },
   ): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
-    return await this.withLock(board, async () => {
-      const t0 = performance.now();
-      const { replica, cache, sync } = await this.sync(board, input.minWatermark);
-      const t1 = performance.now();
-      const result = await replica.query(sqlText, input.params, this.limits);
-      const t2 = performance.now();
-      // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
-      const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
-      if (sync.mode !== 'none' || cache !== 'hit' || requests >= MEMORY_SAMPLE_EVERY) {
+    const t0 = performance.now();
+    const { replica, cache, sync } = await this.sync(board, input.minWatermark);
+    let snapshot: SnapshotResult;
+    const t1 = performance.now();
+    try {
+      snapshot = await replica.query(sqlText, input.params, this.limits);
+    } finally {
+      replica.release();
+    }
+    const t2 = performance.now();
+    // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
+    const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
+    this.requestsSinceSample.set(board, requests);
+    if (sync.mode !== 'none' || cache !== 'hit' || requests >= MEMORY_SAMPLE_EVERY) {
+      this.requestsSinceSample.set(board, 0);
+      await this.withLock(board, async () => {
+        if (this.open.get(board) !== replica) return;
         this.memory.set(board, await replica.memoryBytes());
-        this.requestsSinceSample.set(board, 0);
         this.enforceBudget(board);
-      } else {
-        this.requestsSinceSample.set(board, requests);
-      }
-      // The rows are already JSON: the rest of the outcome is written around them, in the field
-      // order of QueryOutcome.
-      const rest: Omit<QueryOutcome, 'result'> = {
-        sync,
-        cache,
-        syncMs: round(t1 - t0),
-        queryMs: round(t2 - t1),
-        watermark: replica.watermark,
-      };
-      const tail = JSON.stringify(rest);
-      const parts: Buffer[] = [
-        Buffer.from(`{"result":{"columns":${JSON.stringify(result.columns)},"rows":[`),
-      ];
-      result.chunks.forEach((chunk, i) => {
-        if (i > 0) parts.push(COMMA);
-        parts.push(chunk);
       });
-      parts.push(Buffer.from(`]},${tail.slice(1)}`));
-      return new EncodedJson<QueryOutcome>(parts);
+    }
+    const { result, watermark } = snapshot;
+    // The rows are already JSON: the rest of the outcome is written around them, in the field
+    // order of QueryOutcome.
+    const rest: Omit<QueryOutcome, 'result'> = {
+      sync,
+      cache,
+      syncMs: round(t1 - t0),
+      queryMs: round(t2 - t1),
+      watermark,
+    };
+    const tail = JSON.stringify(rest);
+    const parts: Buffer[] = [Buffer.from(`{"result":{"columns":${JSON.stringify(result.columns)},"rows":[`)];
+    result.chunks.forEach((chunk, i) => {
+      if (i > 0) parts.push(COMMA);
+      parts.push(chunk);
     });
+    parts.push(Buffer.from(`]},${tail.slice(1)}`));
+    return new EncodedJson<QueryOutcome>(parts);
   }
 
-  /** Closes every open replica. */
+  /** Closes every open replica (one still running a query closes when that query ends). */
   closeAll(): void {
     for (const [board, r] of this.open) {
       try {
-        r.close();
+        if (r.inUse > 0) void r.retire();
+        else r.close();
       } catch (err) {
         this.log.warn({ err, board }, 'closing replica failed');
       }
@@ -146,15 +158,24 @@ export class ReplicaCache {
     this.open.clear();
   }
 
+  /**
+   * Brings the board's replica to the head read for this request and returns it acquired (the
+   * caller releases it). The head read is coalesced with concurrent requests' (see
+   * {@link HeadReader}) but always sent after this request arrived. When the open replica is
+   * already at that head nothing else happens (no lock: reads run in parallel); otherwise the
+   * board's lock is taken to re-attach, catch up or rebuild, one request at a time.
+   */
   private async sync(
     board: string,
     minWatermark: number | undefined,
   ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
-    const meta = await sql<{ board_no: number; head: number; columns: unknown }>`
-      SELECT board_no, head, columns FROM board_boards WHERE board_id = ${board}`.execute(this.db);
-    const m = meta.rows[0];
+    const m = await this.heads.read(board);
     if (!m) {
-      this.evict(board, { removeFile: true });
+      const gone = this.open.get(board);
+      if (gone) {
+        this.forget(board);
+        void gone.retire().then(() => removeReplicaFiles(gone.path));
+      }
       throw boardError('UnknownBoard', `unknown board "${board}"`);
     }
     if (minWatermark !== undefined && minWatermark > m.head) {
@@ -163,46 +184,76 @@ export class ReplicaCache {
         `board "${board}" is at watermark ${m.head}, below the requested minimum ${minWatermark}`,
       );
     }
-    const path = join(this.dir, `${board}.${m.board_no}.duckdb`);
+    const open = this.open.get(board);
+    if (open && open.boardNo === m.boardNo && open.watermark === m.head) {
+      open.acquire();
+      this.counters.hit++;
+      this.touch(board, open);
+      return { replica: open, cache: 'hit', sync: noSync(open.watermark) };
+    }
+    return await this.withLock(board, () => this.syncLocked(board, m));
+  }
+
+  private async syncLocked(
+    board: string,
+    m: BoardHead,
+  ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
+    const path = join(this.dir, `${board}.${m.boardNo}.duckdb`);
     let replica = this.open.get(board);
     let cache: CacheOutcome = 'hit';
-    if (replica && replica.boardNo !== m.board_no) {
-      this.evict(board, { removeFile: true });
+    if (replica && replica.boardNo !== m.boardNo) {
+      await this.evict(board, { removeFile: true });
       replica = undefined;
+    }
+    if (replica && replica.watermark > m.head) {
+      // Another request synced past this request's head meanwhile, or the store was reset behind
+      // our back (e.g. a new database): a fresh head tells which.
+      const fresh = await this.heads.read(board);
+      if (fresh && fresh.boardNo === m.boardNo && fresh.head >= replica.watermark) m = fresh;
     }
     if (!replica) {
       await mkdir(this.dir, { recursive: true });
-      replica = await Replica.open(path, m.board_no, this.perReplicaMemoryMb);
+      replica = await Replica.open(path, m.boardNo, this.perReplicaMemoryMb);
       cache = 'reattach';
     }
     const from = replica?.watermark ?? 0;
-    let sync: SyncResult = { mode: 'none', from, to: from, applied: 0 };
+    let sync: SyncResult = noSync(from);
     if (replica && replica.watermark < m.head) {
       const applied = await this.catchUp(board, replica, m.head).catch((err) => {
         this.log.warn({ err, board }, 'incremental replica sync failed; rebuilding');
         return -1;
       });
       if (applied < 0) {
-        this.evict(board, { removeFile: true });
+        await this.evictOrClose(board, replica);
         replica = undefined;
       } else {
         sync = { mode: 'incremental', from, to: replica.watermark, applied };
       }
     } else if (replica && replica.watermark > m.head) {
       // The store was reset behind our back (e.g. a new database): this replica is not ours.
-      this.evict(board, { removeFile: true });
+      await this.evictOrClose(board, replica);
       replica = undefined;
     }
     if (!replica) {
-      replica = await this.rebuild(board, path, m.board_no);
+      replica = await this.rebuild(board, path, m.boardNo);
       cache = 'rebuild';
       sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
       this.counters.rebuild++;
     } else {
       this.counters[cache]++;
     }
+    replica.acquire();
     this.touch(board, replica);
     return { replica, cache, sync };
+  }
+
+  /** Discards a replica that is open (and maybe in use) or was just re-attached, with its files. */
+  private async evictOrClose(board: string, replica: Replica): Promise<void> {
+    if (this.open.get(board) === replica) await this.evict(board, { removeFile: true });
+    else {
+      replica.close();
+      await removeReplicaFiles(replica.path);
+    }
   }
 
   /** Applies records (watermark, head]; returns how many, or -1 when the log no longer reaches back. */
@@ -274,24 +325,35 @@ export class ReplicaCache {
     const budgetBytes = this.budget.memoryMb * 1024 * 1024;
     for (const candidate of [...this.open.keys()]) {
       if (this.open.size <= this.budget.maxOpen && this.memoryInUse() <= budgetBytes) break;
-      if (candidate === current || this.locks.has(candidate)) continue;
-      this.evict(candidate, { removeFile: false });
+      if (candidate === current || this.locks.has(candidate) || (this.open.get(candidate)?.inUse ?? 0) > 0)
+        continue;
+      void this.evict(candidate, { removeFile: false });
       this.counters.evicted++;
     }
   }
 
-  private evict(board: string, options: { removeFile: boolean }): void {
+  /**
+   * Takes the board's replica out of the cache and closes it once its running reads are done
+   * (waiting for that when the files are to be removed, so they are not pulled from under a read
+   * nor removed after a new replica took their place).
+   */
+  private async evict(board: string, options: { removeFile: boolean }): Promise<void> {
     const r = this.open.get(board);
     if (!r) return;
-    this.open.delete(board);
-    this.memory.delete(board);
-    this.requestsSinceSample.delete(board);
+    this.forget(board);
     try {
-      r.close();
+      if (options.removeFile) await r.retire();
+      else void r.retire();
     } catch (err) {
       this.log.warn({ err, board }, 'closing replica failed');
     }
-    if (options.removeFile) void removeReplicaFiles(r.path);
+    if (options.removeFile) await removeReplicaFiles(r.path);
+  }
+
+  private forget(board: string): void {
+    this.open.delete(board);
+    this.memory.delete(board);
+    this.requestsSinceSample.delete(board);
   }
 
   private async withLock<T>(board: string, fn: () => Promise<T>): Promise<T> {
@@ -308,6 +370,10 @@ export class ReplicaCache {
 }
 
 const COMMA = Buffer.from(',');
+
+function noSync(at: number): SyncResult {
+  return { mode: 'none', from: at, to: at, applied: 0 };
+}
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;

@@ -14,22 +14,19 @@ import {
   type DuckDBAppender,
   type DuckDBConnection,
   DuckDBInstance,
-  type DuckDBPreparedStatement,
   DuckDBTimestampValue,
-  StatementType,
 } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
-import { BoardError, boardError } from '../errors.js';
-import { refineDuckError } from './duck-errors.js';
-import { isReadStatement, REPLICA_TABLE } from './query-guard.js';
-import { type EncodedResult, type QueryLimits, readResult } from './result-reader.js';
-import { checkSources } from './source-guard.js';
+import { REPLICA_TABLE } from './query-guard.js';
+import { ReadConnection, type SnapshotResult } from './read-connection.js';
+import type { QueryLimits } from './result-reader.js';
 
+export type { SnapshotResult } from './read-connection.js';
 export type { EncodedResult, QueryLimits } from './result-reader.js';
 
 const META_TABLE = 'replica_meta';
-/** Prepared read statements kept per replica (by SQL text). */
-const STATEMENT_CACHE = 64;
+/** Reader connections per replica (queries beyond wait for one). */
+const MAX_READERS = 4;
 
 /**
  * Settings every replica is opened with. The query path relies on them: no file system or network
@@ -48,11 +45,23 @@ function instanceOptions(memoryLimitMb: number): Record<string, string> {
   };
 }
 
-/** One board's DuckDB replica: a database file holding table `items` and the synced watermark. */
+/**
+ * One board's DuckDB replica: a database file holding table `items` and the synced watermark. One
+ * writer connection applies change batches (one DuckDB transaction each, called one at a time by
+ * the cache); reader connections serve queries in parallel, each in a snapshot.
+ */
 export class Replica {
-  private readonly statements = new Map<string, DuckDBPreparedStatement>();
-  /** `json_serialize_sql` prepared once per replica, for {@link checkParseTree}. */
-  private serializer: DuckDBPreparedStatement | undefined;
+  private readonly idle: ReadConnection[] = [];
+  private readonly waiting: ((reader: ReadConnection) => void)[] = [];
+  private readonly drainedWaiters: (() => void)[] = [];
+  private readers = 0;
+  private users = 0;
+  private retired = false;
+  private closed = false;
+  /** Odd while a change batch is being applied; bumped before it starts and after it commits. */
+  private generation = 0;
+  /** Bumped when the table's columns change: readers then drop their prepared statements. */
+  private schemaVersion = 0;
 
   private constructor(
     readonly path: string,
@@ -114,13 +123,13 @@ export class Replica {
       await conn.run(`CREATE TABLE ${REPLICA_TABLE} (${replica.columnDdl().join(', ')})`);
       const appender = await conn.createAppender(REPLICA_TABLE);
       await load((rows) => {
-        for (const row of rows) replica.appendRow(appender, row, Number(row.updated_at));
+        for (const row of rows) appendRow(appender, columns, row, Number(row.updated_at));
       });
       appender.closeSync();
       // Point lookups by id use this (non-unique: a delete and re-insert of one id in a single
       // applied batch must not trip a constraint; uniqueness is Postgres's job).
       await conn.run(`CREATE INDEX ${REPLICA_TABLE}_id ON ${REPLICA_TABLE} (id)`);
-      await replica.writeMeta();
+      await replica.writeMeta(watermark, columns);
       await conn.run('COMMIT');
       await conn.run('CHECKPOINT');
       return replica;
@@ -134,7 +143,21 @@ export class Replica {
   /** Applies change records (consecutive, starting at watermark + 1) in one DuckDB transaction. */
   async apply(records: ChangeRecord[]): Promise<void> {
     if (records.length === 0) return;
+    this.generation++;
+    try {
+      await this.applyBatch(records, this.watermark, this.columns);
+    } finally {
+      // After the watermark moved (in applyBatch, right after the commit): see query().
+      this.generation++;
+    }
+  }
+
+  private async applyBatch(records: ChangeRecord[], from: number, before: ColumnDef[]): Promise<void> {
     const conn = this.conn;
+    // `watermark` and `columns` change only once the batch is committed: a request that sees the
+    // new watermark must find the batch in any snapshot it takes afterwards.
+    let watermark = from;
+    let columns = before;
     await conn.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
     const flush = () => {
@@ -143,19 +166,18 @@ export class Replica {
     };
     try {
       for (const rec of records) {
-        if (rec.seq !== this.watermark + 1)
-          throw new Error(`replica gap: at ${this.watermark}, got ${rec.seq}`);
+        if (rec.seq !== watermark + 1) throw new Error(`replica gap: at ${watermark}, got ${rec.seq}`);
         switch (rec.kind) {
           case 'insert': {
             const p = rec.payload as InsertPayload;
             appender ??= await conn.createAppender(REPLICA_TABLE);
-            for (const row of p.rows) this.appendRow(appender, row, p.updatedAt);
+            for (const row of p.rows) appendRow(appender, columns, row, p.updatedAt);
             break;
           }
           case 'update': {
             flush();
             const p = rec.payload as UpdatePayload;
-            for (const u of p.updates) await this.updateRow(u.id, u.patch, p.updatedAt);
+            for (const u of p.updates) await this.updateRow(columns, u.id, u.patch, p.updatedAt);
             break;
           }
           case 'delete': {
@@ -171,21 +193,23 @@ export class Replica {
           }
           case 'schema': {
             flush();
-            this.clearStatements();
             const p = rec.payload as SchemaPayload;
             for (const c of p.columns) {
-              if (this.columns.some((k) => k.name === c.name)) continue;
+              if (columns.some((k) => k.name === c.name)) continue;
               await conn.run(`ALTER TABLE ${REPLICA_TABLE} ADD COLUMN "${c.name}" ${DUCK_TYPES[c.type]}`);
-              this.columns = [...this.columns, c];
+              columns = [...columns, c];
             }
             break;
           }
         }
-        this.watermark = rec.seq;
+        watermark = rec.seq;
       }
       flush();
-      await this.writeMeta();
+      await this.writeMeta(watermark, columns);
       await conn.run('COMMIT');
+      if (columns !== this.columns) this.schemaVersion++;
+      this.watermark = watermark;
+      this.columns = columns;
     } catch (err) {
       try {
         appender?.closeSync();
@@ -198,108 +222,92 @@ export class Replica {
   }
 
   /**
-   * Runs one read-only statement and encodes its result as JSON, chunk by chunk. Refuses (tag
-   * `QueryRefused`) anything but exactly one SELECT that reads only the board's table
-   * (`source-guard.ts`); file, network, extension and settings access are refused by the instance
-   * settings too.
+   * Runs one read-only statement on a reader connection of its own, in one snapshot (see
+   * {@link ReadConnection}): readers run in parallel with each other and with {@link apply}, and
+   * the returned watermark is that of the state the query read. At most {@link MAX_READERS} reader
+   * connections exist per replica; further queries wait for one.
    *
-   * The result is streamed from DuckDB one data chunk (about 2048 rows) at a time; each chunk is
-   * converted to cells and encoded, then the event loop gets a turn, so one heavy query never
-   * stalls other requests or `/health`. Beyond `limits.maxRows` rows or `limits.maxBytes` encoded
-   * bytes the query stops with `ResultTooLarge`. The deadline (`limits.timeoutMs`) covers checking,
-   * preparing, executing, reading, converting and encoding: past it, `QueryTimeout`.
+   * Fast path: {@link generation} is odd while a batch is being applied and moves on both edges.
+   * When it is even before the statement starts and unchanged after its result is read, no batch
+   * committed in between, so the statement saw exactly the state at {@link watermark}: it runs
+   * without the snapshot transaction. Otherwise (a batch was being applied, or one started meanwhile)
+   * the statement runs (again) in a transaction that reads the watermark of its own snapshot; so
+   * does a statement that failed on the fast path while a batch was applied.
    */
-  async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<EncodedResult> {
-    const conn = this.conn;
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      conn.interrupt();
-    }, limits.timeoutMs);
-    const deadline = () => {
-      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
-    };
+  async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<SnapshotResult> {
+    const reader = this.idle.pop() ?? (await this.newReader());
     try {
-      const prepared = await this.prepareRead(sqlText);
-      deadline();
-      if (prepared.parameterCount !== params.length) {
-        throw boardError(
-          'InvalidInput',
-          `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
-        );
+      const started = performance.now();
+      const generation = this.generation;
+      if (generation % 2 === 0) {
+        const known = { watermark: this.watermark, generation };
+        try {
+          const out = await reader.query(sqlText, params, limits, this.schemaVersion, known);
+          if (this.generation === generation) return out;
+        } catch (err) {
+          // A batch committed while the statement ran: its plan's statistics may predate rows it
+          // read (a perfect-hash GROUP BY then fails). Run it again in a snapshot; else it is final.
+          if (this.generation === generation) throw err;
+        }
       }
-      if (params.length > 0) prepared.bind(params);
-      const result = await prepared.stream();
-      deadline();
-      return await readResult(result, limits, deadline);
-    } catch (err) {
-      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
-      // A result abandoned half-read would keep its pipeline running until the next statement.
-      if (err instanceof BoardError && err._tag === 'ResultTooLarge') conn.interrupt();
-      throw refineDuckError(err, this.path);
+      const left = Math.max(1, limits.timeoutMs - (performance.now() - started));
+      return await reader.query(sqlText, params, { ...limits, timeoutMs: left }, this.schemaVersion);
     } finally {
-      clearTimeout(timer);
+      this.releaseReader(reader);
     }
+  }
+
+  private async newReader(): Promise<ReadConnection> {
+    if (this.readers >= MAX_READERS) {
+      return await new Promise<ReadConnection>((resolve) => this.waiting.push(resolve));
+    }
+    this.readers++;
+    try {
+      return new ReadConnection(await this.instance.connect(), this.path, META_TABLE);
+    } catch (err) {
+      this.readers--;
+      throw err;
+    }
+  }
+
+  private releaseReader(reader: ReadConnection): void {
+    if (this.closed) {
+      reader.close();
+      return;
+    }
+    const next = this.waiting.shift();
+    if (next) next(reader);
+    else this.idle.push(reader);
+  }
+
+  /** Marks the replica as used by one more request; {@link release} undoes it. */
+  acquire(): void {
+    this.users++;
+  }
+
+  /** One request is done with the replica; a retired replica closes with its last user. */
+  release(): void {
+    this.users--;
+    if (this.users === 0 && this.retired) this.closeNow();
+    if (this.users === 0) for (const f of this.drainedWaiters.splice(0)) f();
+  }
+
+  /** Requests using the replica right now. */
+  get inUse(): number {
+    return this.users;
   }
 
   /**
-   * A prepared read statement for `sqlText`, from the cache or checked and prepared now. Only
-   * statements that pass every check are cached, so a cache hit needs no re-check. The source check
-   * runs on the parse tree before the statement is bound, so that nothing (not even an error
-   * message of the binder or optimizer) is computed from a source the query may not read.
+   * Closes the replica once no request uses it (at once if none does); resolves when closed, so a
+   * caller can remove or recreate its files without pulling them from under a running read.
    */
-  private async prepareRead(sqlText: string): Promise<DuckDBPreparedStatement> {
-    const cached = this.statements.get(sqlText);
-    if (cached) {
-      this.statements.delete(sqlText);
-      this.statements.set(sqlText, cached);
-      return cached;
+  async retire(): Promise<void> {
+    this.retired = true;
+    if (this.users === 0) {
+      this.closeNow();
+      return;
     }
-    const extracted = await this.conn.extractStatements(sqlText);
-    if (extracted.count !== 1) {
-      throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
-    }
-    // Both checks: the leading keyword (DuckDB turns PRAGMA, SHOW and DESCRIBE into SELECT
-    // statements, which must not pass as reads) and, below, the parsed statement type.
-    if (!isReadStatement(sqlText)) {
-      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
-    }
-    await this.checkParseTree(sqlText);
-    const prepared = await extracted.prepare(0);
-    if (prepared.statementType !== StatementType.SELECT) {
-      prepared.destroySync();
-      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
-    }
-    this.statements.set(sqlText, prepared);
-    if (this.statements.size > STATEMENT_CACHE) {
-      const oldest = this.statements.keys().next().value as string;
-      this.statements.get(oldest)?.destroySync();
-      this.statements.delete(oldest);
-    }
-    return prepared;
-  }
-
-  /** Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources. */
-  private async checkParseTree(sqlText: string): Promise<void> {
-    this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
-    this.serializer.bind([sqlText]);
-    const reader = await this.serializer.runAndReadAll();
-    const text = String(reader.getRows()[0]?.[0] ?? '');
-    const tree = JSON.parse(text) as { error?: boolean; error_message?: string; statements?: unknown };
-    if (tree.error) {
-      throw boardError(
-        'QueryFailed',
-        `Parser Error: ${tree.error_message ?? 'the query could not be parsed'}`,
-      );
-    }
-    checkSources((tree.statements ?? null) as Parameters<typeof checkSources>[0]);
-  }
-
-  private clearStatements(): void {
-    for (const st of this.statements.values()) st.destroySync();
-    this.statements.clear();
-    this.serializer?.destroySync();
-    this.serializer = undefined;
+    await new Promise<void>((resolve) => this.drainedWaiters.push(resolve));
   }
 
   /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
@@ -310,12 +318,21 @@ export class Replica {
     return Number(r.getRowsJS()[0]?.[0] ?? 0);
   }
 
-  /** Closes the database (checkpointing it, so that re-attach is quick). */
+  /** Closes the database now (checkpointing it, so that re-attach is quick). */
   close(): void {
-    try {
-      this.clearStatements();
-    } catch {
-      // closing the connection below releases them anyway
+    this.retired = true;
+    this.closeNow();
+  }
+
+  private closeNow(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const r of this.idle.splice(0)) {
+      try {
+        r.close();
+      } catch {
+        // closing the instance below releases it anyway
+      }
     }
     try {
       this.conn.closeSync();
@@ -333,23 +350,16 @@ export class Replica {
     ];
   }
 
-  private async writeMeta(): Promise<void> {
+  private async writeMeta(watermark: number, columns: ColumnDef[]): Promise<void> {
     await this.conn.run(`DELETE FROM ${META_TABLE}`);
     const stmt = await this.conn.prepare(`INSERT INTO ${META_TABLE} VALUES ($1::BIGINT, $2::BIGINT, $3)`);
-    stmt.bind([this.watermark, this.boardNo, JSON.stringify(this.columns)]);
+    stmt.bind([watermark, this.boardNo, JSON.stringify(columns)]);
     await stmt.run();
+    stmt.destroySync();
   }
 
-  private appendRow(appender: DuckDBAppender, row: Row, updatedAt: number): void {
-    appendCell(appender, 'TEXT', row.id ?? null);
-    appendCell(appender, 'TIMESTAMP', updatedAt);
-    appendCell(appender, 'TEXT', row.state ?? null);
-    for (const c of this.columns) appendCell(appender, c.type, row[c.name] ?? null);
-    appender.endRow();
-  }
-
-  private async updateRow(id: string, patch: Row, updatedAt: number): Promise<void> {
-    const types = new Map<string, ColumnType>(this.columns.map((c) => [c.name, c.type]));
+  private async updateRow(columns: ColumnDef[], id: string, patch: Row, updatedAt: number): Promise<void> {
+    const types = new Map<string, ColumnType>(columns.map((c) => [c.name, c.type]));
     const sets: string[] = ['updated_at = make_timestamp($1::BIGINT)'];
     const values: Cell[] = [updatedAt];
     for (const [name, value] of Object.entries(patch)) {
@@ -369,6 +379,14 @@ export class Replica {
     await stmt.run();
     stmt.destroySync();
   }
+}
+
+function appendRow(appender: DuckDBAppender, columns: ColumnDef[], row: Row, updatedAt: number): void {
+  appendCell(appender, 'TEXT', row.id ?? null);
+  appendCell(appender, 'TIMESTAMP', updatedAt);
+  appendCell(appender, 'TEXT', row.state ?? null);
+  for (const c of columns) appendCell(appender, c.type, row[c.name] ?? null);
+  appender.endRow();
 }
 
 function appendCell(appender: DuckDBAppender, type: ColumnType, value: Cell): void {

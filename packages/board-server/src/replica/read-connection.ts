@@ -1,0 +1,210 @@
+import type { Cell } from '@board/protocol';
+import { type DuckDBConnection, type DuckDBPreparedStatement, StatementType } from '@duckdb/node-api';
+import { BoardError, boardError } from '../errors.js';
+import { refineDuckError } from './duck-errors.js';
+import { isReadStatement } from './query-guard.js';
+import { type EncodedResult, type QueryLimits, readResult } from './result-reader.js';
+import { checkSources } from './source-guard.js';
+
+/** Prepared read statements kept per reader connection (by SQL text). */
+const STATEMENT_CACHE = 64;
+
+/** A query's encoded result and the replica watermark of the snapshot it read. */
+export interface SnapshotResult {
+  result: EncodedResult;
+  watermark: number;
+}
+
+/**
+ * One reader connection of a replica's DuckDB instance. Each query runs in its own DuckDB
+ * transaction that first reads the replica's watermark (`metaTable`) and then the query: both see
+ * one snapshot, so a read never sees half of an applied change batch (the writer applies each batch
+ * in one transaction) and the watermark it reports is exactly the state it read. Several reader
+ * connections serve one replica in parallel; each keeps its own prepared-statement cache.
+ */
+export class ReadConnection {
+  /**
+   * Prepared statements by SQL text, with the replica generation they were planned at: DuckDB bakes
+   * table statistics into a plan (a perfect-hash GROUP BY sizes its table from min/max), so a plan
+   * is reused only while no change batch was applied since, and re-planned after one. Statements
+   * run in a snapshot transaction (a batch was being applied) are planned afresh and not kept.
+   */
+  private readonly statements = new Map<string, { prepared: DuckDBPreparedStatement; generation: number }>();
+  /** SQL texts that passed the statement and source checks (re-planning needs no re-check). */
+  private readonly checked = new Set<string>();
+  /** `json_serialize_sql` prepared once per connection, for {@link checkParseTree}. */
+  private serializer: DuckDBPreparedStatement | undefined;
+  private snapshot: DuckDBPreparedStatement | undefined;
+  /** Schema version the cached statements were prepared against. */
+  private schemaVersion = 0;
+
+  constructor(
+    private readonly conn: DuckDBConnection,
+    private readonly path: string,
+    private readonly metaTable: string,
+  ) {}
+
+  /**
+   * Runs one read-only statement and encodes its result as JSON, chunk by chunk. With `known`
+   * undefined, the statement runs in a transaction that first reads the replica's watermark, so
+   * the watermark returned is that of the snapshot read. With `known` given, the caller vouches that
+   * no change batch can commit while this runs unnoticed (see `Replica.query`): the statement runs
+   * on its own (three fewer DuckDB calls) and `known` is returned as the watermark. Refuses (tag
+   * `QueryRefused`) anything but exactly one SELECT that reads only the board's table
+   * (`source-guard.ts`). The deadline (`limits.timeoutMs`) covers checking, preparing, executing,
+   * reading, converting and encoding: past it, `QueryTimeout`.
+   */
+  async query(
+    sqlText: string,
+    params: Cell[],
+    limits: QueryLimits,
+    schemaVersion: number,
+    known?: { watermark: number; generation: number },
+  ): Promise<SnapshotResult> {
+    if (schemaVersion !== this.schemaVersion) {
+      this.clearStatements();
+      this.schemaVersion = schemaVersion;
+    }
+    const conn = this.conn;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      conn.interrupt();
+    }, limits.timeoutMs);
+    const deadline = () => {
+      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
+    };
+    let open = false;
+    let owned: DuckDBPreparedStatement | undefined;
+    try {
+      let watermark = known?.watermark;
+      if (watermark === undefined) {
+        await conn.run('BEGIN TRANSACTION');
+        open = true;
+        this.snapshot ??= await conn.prepare(`SELECT watermark FROM ${this.metaTable}`);
+        const meta = await this.snapshot.runAndReadAll();
+        watermark = Number(meta.getRows()[0]?.[0] ?? 0);
+      }
+      const prepared = await this.prepareRead(sqlText, known?.generation);
+      if (known === undefined) owned = prepared;
+      deadline();
+      if (prepared.parameterCount !== params.length) {
+        throw boardError(
+          'InvalidInput',
+          `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
+        );
+      }
+      if (params.length > 0) prepared.bind(params);
+      const stream = await prepared.stream();
+      deadline();
+      const result = await readResult(stream, limits, deadline);
+      if (open) {
+        open = false;
+        await conn.run('COMMIT');
+      }
+      return { result, watermark };
+    } catch (err) {
+      // A result abandoned half-read would keep its pipeline running until the next statement.
+      if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
+      if (open) await conn.run('ROLLBACK').catch(() => undefined);
+      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
+      throw refineDuckError(err, this.path);
+    } finally {
+      clearTimeout(timer);
+      owned?.destroySync();
+    }
+  }
+
+  /**
+   * A prepared read statement for `sqlText`, from the cache or checked and prepared now. Only
+   * statements that pass every check are cached, so a cache hit needs no re-check. The source check
+   * runs on the parse tree before the statement is bound, so that nothing (not even an error
+   * message of the binder or optimizer) is computed from a source the query may not read.
+   */
+  private async prepareRead(
+    sqlText: string,
+    generation: number | undefined,
+  ): Promise<DuckDBPreparedStatement> {
+    const cached = this.statements.get(sqlText);
+    if (cached && generation !== undefined) {
+      this.statements.delete(sqlText);
+      if (cached.generation === generation) {
+        this.statements.set(sqlText, cached);
+        return cached.prepared;
+      }
+      cached.prepared.destroySync();
+    }
+    if (this.checked.has(sqlText)) {
+      return this.remember(sqlText, generation, await this.conn.prepare(sqlText));
+    }
+    const extracted = await this.conn.extractStatements(sqlText);
+    if (extracted.count !== 1) {
+      throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
+    }
+    // Both checks: the leading keyword (DuckDB turns PRAGMA, SHOW and DESCRIBE into SELECT
+    // statements, which must not pass as reads) and, below, the parsed statement type.
+    if (!isReadStatement(sqlText)) {
+      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
+    }
+    await this.checkParseTree(sqlText);
+    const prepared = await extracted.prepare(0);
+    if (prepared.statementType !== StatementType.SELECT) {
+      prepared.destroySync();
+      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
+    }
+    return this.remember(sqlText, generation, prepared);
+  }
+
+  private remember(
+    sqlText: string,
+    generation: number | undefined,
+    prepared: DuckDBPreparedStatement,
+  ): DuckDBPreparedStatement {
+    if (this.checked.size >= 4 * STATEMENT_CACHE) this.checked.clear();
+    this.checked.add(sqlText);
+    if (generation === undefined) return prepared;
+    this.statements.set(sqlText, { prepared, generation });
+    if (this.statements.size > STATEMENT_CACHE) {
+      const oldest = this.statements.keys().next().value as string;
+      this.statements.get(oldest)?.prepared.destroySync();
+      this.statements.delete(oldest);
+      this.checked.delete(oldest);
+    }
+    return prepared;
+  }
+
+  /** Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources. */
+  private async checkParseTree(sqlText: string): Promise<void> {
+    this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
+    this.serializer.bind([sqlText]);
+    const reader = await this.serializer.runAndReadAll();
+    const text = String(reader.getRows()[0]?.[0] ?? '');
+    const tree = JSON.parse(text) as { error?: boolean; error_message?: string; statements?: unknown };
+    if (tree.error) {
+      throw boardError(
+        'QueryFailed',
+        `Parser Error: ${tree.error_message ?? 'the query could not be parsed'}`,
+      );
+    }
+    checkSources((tree.statements ?? null) as Parameters<typeof checkSources>[0]);
+  }
+
+  private clearStatements(): void {
+    for (const st of this.statements.values()) st.prepared.destroySync();
+    this.statements.clear();
+    this.checked.clear();
+    this.serializer?.destroySync();
+    this.serializer = undefined;
+    this.snapshot?.destroySync();
+    this.snapshot = undefined;
+  }
+
+  /** Releases the prepared statements and closes the connection. */
+  close(): void {
+    try {
+      this.clearStatements();
+    } finally {
+      this.conn.closeSync();
+    }
+  }
+}
