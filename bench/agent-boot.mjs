@@ -10,49 +10,11 @@
 // done by npm test).
 //
 //   node bench/agent-boot.mjs [rounds]     (default 5)
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { ASSETS, startBenchAgent } from './lib/agent.mjs';
+import { rawQemuBoot } from './lib/raw-qemu.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
-const ASSETS = resolve('.data/test-agent-assets');
-const TOKEN = 'bench-agent-token';
-const dataDir = mkdtempSync(join(tmpdir(), 'orch-agent-bench-'));
-symlinkSync(join(ASSETS, 'kernel'), join(dataDir, 'kernel'));
-symlinkSync(join(ASSETS, 'images'), join(dataDir, 'images'));
-
-const agent = spawn(process.execPath, ['packages/agent/bin/orch-agent.js'], {
-  env: {
-    PATH: process.env.PATH,
-    AGENT_PORT: '0',
-    AGENT_ACCEL: 'tcg',
-    AGENT_DATA_DIR: dataDir,
-    MICROVM_AGENT_TOKEN: TOKEN,
-    AGENT_LOG_LEVEL: 'info',
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise((resolve) => {
-  createInterface({ input: agent.stdout }).on('line', (l) => {
-    const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
-    if (m) resolve(Number(m[1]));
-  });
-});
-const url = `http://127.0.0.1:${port}`;
-
-async function api(method, path, body) {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const { api, stop } = await startBenchAgent({ logLevel: 'info' });
 
 const spec = { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 };
 const vmBody = (id, extra = {}) => ({ id, spec, manifest_inline: '', startup_script: 'true\n', ...extra });
@@ -73,108 +35,7 @@ async function agentBoot(id, extra) {
   return performance.now() - t0;
 }
 
-const kernel = JSON.parse(
-  await import('node:fs').then((fs) => fs.readFileSync(join(ASSETS, 'kernel/kernel.json'), 'utf8')),
-);
-const tscKhz = Math.round(
-  Number(
-    /^cpu MHz\s*:\s*([\d.]+)/m.exec((await import('node:fs')).readFileSync('/proc/cpuinfo', 'utf8'))[1],
-  ) * 1000,
-);
-
-/** Raw QEMU with the agent's devices, until the guest agent's hello line. */
-async function rawBoot(i) {
-  const dir = mkdtempSync(join(tmpdir(), 'raw-qemu-'));
-  const disk = join(dir, 'disk.qcow2');
-  await new Promise((r, j) =>
-    spawn('qemu-img', [
-      'create',
-      '-q',
-      '-f',
-      'qcow2',
-      '-F',
-      'raw',
-      '-b',
-      join(ASSETS, 'images/busybox/rootfs.img'),
-      disk,
-      '1G',
-    ]).once('exit', (c) => (c === 0 ? r() : j(new Error('qemu-img failed')))),
-  );
-  const t0 = performance.now();
-  const qemu = spawn(
-    'qemu-system-x86_64',
-    [
-      '-M',
-      'microvm',
-      '-accel',
-      'tcg',
-      '-smp',
-      '1',
-      '-m',
-      '256',
-      '-nodefaults',
-      '-no-user-config',
-      '-nographic',
-      '-kernel',
-      kernel.kernel,
-      '-initrd',
-      join(ASSETS, 'kernel/initramfs.cpio'),
-      '-append',
-      `console=ttyS0 quiet panic=-1 tsc_early_khz=${tscKhz} orch.hostname=raw${i}`,
-      '-chardev',
-      `socket,id=con,path=${dir}/console.sock,server=on,wait=off`,
-      '-serial',
-      'chardev:con',
-      '-drive',
-      `id=root,file=${disk},format=qcow2,if=none,cache=writeback`,
-      '-device',
-      'virtio-blk-device,drive=root',
-      '-netdev',
-      'user,id=n0',
-      '-device',
-      'virtio-net-device,netdev=n0',
-      '-chardev',
-      `socket,id=agent,path=${dir}/agent.sock,server=on,wait=off`,
-      '-device',
-      'virtio-serial-device',
-      '-device',
-      'virtserialport,chardev=agent,name=agent0',
-      '-chardev',
-      `file,id=log,path=${dir}/startup.log`,
-      '-device',
-      'virtserialport,chardev=log,name=log0',
-      '-device',
-      'virtio-rng-device',
-    ],
-    { stdio: 'ignore' },
-  );
-  let sock;
-  for (;;) {
-    try {
-      sock = await new Promise((r, j) => {
-        const s = connect(join(dir, 'agent.sock'));
-        s.once('connect', () => r(s));
-        s.once('error', j);
-      });
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-  await new Promise((r) => {
-    let buf = '';
-    sock.on('data', (d) => {
-      buf += d;
-      if (/^H /m.test(buf)) r();
-    });
-  });
-  const ms = performance.now() - t0;
-  sock.destroy();
-  qemu.kill('SIGKILL');
-  await new Promise((r) => qemu.once('exit', r));
-  rmSync(dir, { recursive: true, force: true });
-  return ms;
-}
+const rawBoot = (i) => rawQemuBoot(ASSETS, 'busybox', i);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const raw = [];
@@ -218,9 +79,7 @@ try {
   }
   await api('DELETE', '/v1/vms/warm');
 } finally {
-  agent.kill('SIGTERM');
-  await new Promise((r) => agent.once('exit', r));
-  rmSync(dataDir, { recursive: true, force: true });
+  await stop();
 }
 
 const f = (ms) => `${(ms / 1000).toFixed(2)} s`;

@@ -11,23 +11,18 @@
 // .data/test-agent-assets`, done by npm test; ORCH_TEST_AGENT_ASSETS points elsewhere).
 //
 //   node bench/agent-images.mjs [rounds] [--no-build]      (default 3 rounds)
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { join } from 'node:path';
+import { AGENT_BIN as AGENT, ASSETS, startBenchAgent } from './lib/agent.mjs';
 import { rawQemuBoot } from './lib/raw-qemu.mjs';
 
 const rounds = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 3);
 const build = !process.argv.includes('--no-build');
-const ASSETS = resolve(process.env.ORCH_TEST_AGENT_ASSETS || '.data/test-agent-assets');
-const AGENT = resolve('packages/agent/bin/orch-agent.js');
-const TOKEN = 'bench-agent-token';
 const work = mkdtempSync(join(tmpdir(), 'orch-images-bench-'));
 const dataDir = join(work, 'data');
-mkdirSync(join(dataDir, 'images'), { recursive: true });
-symlinkSync(join(ASSETS, 'kernel'), join(dataDir, 'kernel'));
-for (const i of ['busybox', 'debian-12']) symlinkSync(join(ASSETS, 'images', i), join(dataDir, 'images', i));
+mkdirSync(dataDir);
 const loads = [loadavg()[0]];
 const sh = (cmd) =>
   execFileSync('sh', ['-c', cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
@@ -37,35 +32,7 @@ const timed = (fn) => {
   return performance.now() - t0;
 };
 
-const agent = spawn(process.execPath, [AGENT], {
-  env: {
-    PATH: process.env.PATH,
-    AGENT_PORT: '0',
-    AGENT_ACCEL: 'tcg',
-    AGENT_DATA_DIR: dataDir,
-    MICROVM_AGENT_TOKEN: TOKEN,
-    AGENT_LOG_LEVEL: 'warn',
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise((resolve) => {
-  createInterface({ input: agent.stdout }).on('line', (l) => {
-    const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
-    if (m) resolve(Number(m[1]));
-  });
-});
-const url = `http://127.0.0.1:${port}`;
-
-async function api(method, path, body) {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const { api, stop } = await startBenchAgent({ dataDir, images: ['busybox', 'debian-12'] });
 
 const spec = { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 };
 async function agentBoot(id, image, extra = {}) {
@@ -137,8 +104,7 @@ try {
     loads.push(loadavg()[0]);
   }
 } finally {
-  agent.kill('SIGTERM');
-  await new Promise((r) => agent.once('exit', r));
+  await stop();
   rmSync(work, { recursive: true, force: true });
 }
 

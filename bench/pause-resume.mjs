@@ -11,48 +11,13 @@
 // done by npm test).
 //
 //   node bench/pause-resume.mjs [rounds]     (default 5)
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { statSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { startBenchAgent } from './lib/agent.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
-const ASSETS = resolve('.data/test-agent-assets');
-const TOKEN = 'bench-agent-token';
-const dataDir = mkdtempSync(join(tmpdir(), 'orch-agent-bench-'));
-symlinkSync(join(ASSETS, 'kernel'), join(dataDir, 'kernel'));
-symlinkSync(join(ASSETS, 'images'), join(dataDir, 'images'));
-
-const agent = spawn(process.execPath, ['packages/agent/bin/orch-agent.js'], {
-  env: {
-    PATH: process.env.PATH,
-    AGENT_PORT: '0',
-    AGENT_ACCEL: 'tcg',
-    AGENT_DATA_DIR: dataDir,
-    MICROVM_AGENT_TOKEN: TOKEN,
-    AGENT_LOG_LEVEL: 'warn',
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise((resolve) => {
-  createInterface({ input: agent.stdout }).on('line', (l) => {
-    const m = /^orch-agent listening on http:\/\/.*:(\d+)$/.exec(l);
-    if (m) resolve(Number(m[1]));
-  });
-});
-const url = `http://127.0.0.1:${port}`;
-
-async function api(method, path, body) {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const { dataDir, api, stop } = await startBenchAgent();
 
 const spec = { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 };
 const startup = '(i=0; while :; do i=$((i+1)); echo $i > /run/counter; sleep 0.1; done) >/dev/null 2>&1 &\n';
@@ -100,9 +65,7 @@ try {
     await api('DELETE', `/v1/vms/${id}`);
   }
 } finally {
-  agent.kill('SIGTERM');
-  await new Promise((r) => agent.once('exit', r));
-  rmSync(dataDir, { recursive: true, force: true });
+  await stop();
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

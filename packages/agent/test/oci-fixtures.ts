@@ -1,7 +1,7 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '@support/pg/test-server';
 import { AGENT_BIN } from './agent-process.js';
 
 /** Whether skopeo, umoci and the registry are installed. Under CI=true their absence fails the suite. */
@@ -70,17 +70,6 @@ export function agentCli(
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Debian's `docker-registry` (distribution 2.8) on loopback with TLS (own CA) and htpasswd auth. */
