@@ -21,6 +21,7 @@ import { type AnyRoute, route } from './api/route.js';
 import { apiKeyRoutes } from './api/routes/api-keys.js';
 import { environmentRoutes } from './api/routes/environments.js';
 import { hostRoutes } from './api/routes/hosts.js';
+import { metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
@@ -36,6 +37,7 @@ import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
+import { OrchdMetrics } from './metrics.js';
 import { ApiKeysRepo } from './store/api-keys-repo.js';
 import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
@@ -89,7 +91,9 @@ export class Orchestrator implements Service, Startable {
     const hostsRepo = new HostsRepo(this.store.db);
     const envRepo = new EnvironmentsRepo(this.store.db);
     const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
-    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000);
+    const metrics = new OrchdMetrics();
+    metrics.watchStore(this.store.db, logger);
+    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000, metrics);
     const envs = new EnvironmentService(
       envRepo,
       hosts,
@@ -97,11 +101,12 @@ export class Orchestrator implements Service, Startable {
       box,
       { createMs: config.createTimeoutSec * 1000, pollMs: 250 },
       logger,
+      metrics,
     );
     this.envs = envs;
     const pauses = new PauseService(envRepo, hosts, envs, logger);
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
-    const snapshots = new SnapshotService(snapshotsRepo, envs, logger);
+    const snapshots = new SnapshotService(snapshotsRepo, envs, logger, metrics);
     const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
     this.consoles = consoles;
 
@@ -120,9 +125,9 @@ export class Orchestrator implements Service, Startable {
       success: { status: 200, description: 'OpenAPI 3.0 description of every route' },
       handler: async () => ({ status: 200, body: document }),
     });
-    routes.push(openapi);
+    routes.push(openapi, metricsRoute(metrics));
     const document = openApiDocument(routes);
-    const app = buildApp({ auth, allowlist, logger }, routes, (a) =>
+    const app = buildApp({ auth, allowlist, logger, http: metrics.http }, routes, (a) =>
       mountDashboard(a, auth, apiKeys !== undefined, new URL('./dashboard/', import.meta.url)),
     );
 
@@ -136,6 +141,7 @@ export class Orchestrator implements Service, Startable {
       config.reconcileIntervalSec * 1000,
       config.createTimeoutSec * 1000,
       logger,
+      metrics,
     );
     this.loops = runServices(this.loopsLife.signal, [monitor, reconciler]);
 

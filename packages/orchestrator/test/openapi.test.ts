@@ -41,6 +41,7 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
     [
       'POST /login',
       'POST /logout',
+      'GET /metrics',
       'POST /v1/hosts',
       'GET /v1/hosts',
       'GET /v1/hosts/{id}',

@@ -2,6 +2,15 @@
  * `@support/server`: what every server program shares (orchd, orch-agent, board-node,
  * board-router). See the package README.
  */
+
+export {
+  createMetricsRegistry,
+  HTTP_LATENCY_BUCKETS,
+  HttpMetrics,
+  type MeasuredExchange,
+  metricsAnswer,
+  UNMATCHED_ROUTE,
+} from './http-metrics.js';
 export { createLogger, LOG_LEVELS, type Logger, logLevelSchema } from './logger.js';
 export {
   clientErrorHandler,

@@ -3,6 +3,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
+import parsePrometheusTextFormat, { type ParsedFamily } from 'parse-prometheus-text-format';
 import type { ConfigError } from './options.js';
 
 /** A raw HTTP answer: status line parsed, headers lower-cased, the body as text. */
@@ -117,4 +118,57 @@ export function configProblems(load: () => unknown): readonly string[] {
     throw err;
   }
   return [];
+}
+
+/** A parsed `/metrics` scrape (by `parse-prometheus-text-format`, a Prometheus text-format parser). */
+export interface MetricsScrape {
+  /** Every family, as the parser gives it. */
+  readonly families: readonly ParsedFamily[];
+  /** The family called `name`, or undefined. */
+  family(name: string): ParsedFamily | undefined;
+  /**
+   * The sum over the samples of `name` whose labels include `labels` (0 when none): a counter's or
+   * gauge's value. Throws for a histogram: this parser merges a labelled histogram's series into one
+   * (its `_count` and labels are lost), so assert on the companion counter instead.
+   */
+  value(name: string, labels?: Record<string, string>): number;
+}
+
+/**
+ * Fetches `url` (a `/metrics` endpoint), checks it answered 200 in the Prometheus text format, and
+ * parses it with a real exposition-format parser (which throws on malformed text).
+ * @example
+ * const m = await scrapeMetrics(`${url}/metrics`, { authorization: 'Bearer t' });
+ * expect(m.value('orchd_http_requests_total', { route: '/v1/hosts' })).toBeGreaterThan(0);
+ */
+export async function scrapeMetrics(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<MetricsScrape> {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${text.slice(0, 300)}`);
+  if (!res.headers.get('content-type')?.startsWith('text/plain; version=0.0.4'))
+    throw new Error(`GET ${url}: content-type ${res.headers.get('content-type')}`);
+  return parseMetrics(text);
+}
+
+/** Parses a Prometheus text exposition (see `scrapeMetrics`). */
+export function parseMetrics(text: string): MetricsScrape {
+  const families = parsePrometheusTextFormat(text);
+  const family = (name: string) => families.find((f) => f.name === name);
+  return {
+    families,
+    family,
+    value(name, labels = {}) {
+      const f = family(name);
+      if (f?.type === 'HISTOGRAM') throw new Error(`${name} is a histogram: assert on its counter`);
+      let total = 0;
+      for (const s of f?.metrics ?? []) {
+        if (!Object.entries(labels).every(([k, v]) => s.labels?.[k] === v)) continue;
+        total += Number(s.value ?? 0);
+      }
+      return total;
+    },
+  };
 }

@@ -1,8 +1,10 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
+import type { HttpMetrics } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
+import { routePath } from 'hono/route';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
@@ -18,6 +20,8 @@ export interface AppDeps {
   readonly auth: Authenticator;
   readonly allowlist: CidrAllowlist;
   readonly logger: Logger;
+  /** HTTP metrics by route template (registered first, so refusals are counted too). */
+  readonly http?: HttpMetrics;
 }
 
 /**
@@ -28,6 +32,11 @@ export interface AppDeps {
 export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (app: Hono) => void): Hono {
   const app = new Hono();
 
+  if (deps.http)
+    app.use(
+      '*',
+      deps.http.middleware((c: Context) => routePath(c, -1)),
+    );
   app.use('*', async (c, next) => {
     const address = remoteAddress(c);
     if (!deps.allowlist.allows(address)) {
@@ -81,6 +90,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
         r.body && (r.bodyWhen?.(query) ?? true) ? parse(r.body, await readJson(c), 'body') : undefined;
       const reply = await r.handler({ params, query, body, principal, c });
       for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v);
+      if (reply.text !== undefined) return c.body(reply.text, reply.status as 200);
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
     });
   }

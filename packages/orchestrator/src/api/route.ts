@@ -9,6 +9,8 @@ export type Access = 'public' | 'authenticated' | 'master';
 export interface Reply {
   readonly status: 200 | 201 | 204;
   readonly body?: unknown;
+  /** A text answer instead of JSON (`GET /metrics`), sent with `headers`' content type. */
+  readonly text?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
 

@@ -7,6 +7,7 @@ import {
   OrchError,
 } from '@orch/protocol';
 import type { z } from 'zod';
+import type { AgentCallObserver } from '../metrics.js';
 
 /** How an agent call failed, for the health monitor and registration. */
 export type AgentFailure =
@@ -62,6 +63,8 @@ export class AgentClient {
     readonly baseUrl: string,
     private readonly token: string,
     private readonly timeoutMs = 30_000,
+    /** Told of every JSON call's outcome and duration (metrics). */
+    private readonly observe?: AgentCallObserver,
   ) {}
 
   info(): Promise<AgentInfo> {
@@ -75,6 +78,26 @@ export class AgentClient {
     body?: unknown,
     schema?: S,
     opts: CallOptions = {},
+  ): Promise<z.output<S>> {
+    if (!this.observe) return this.call(method, path, body, schema, opts);
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      return await this.call(method, path, body, schema, opts);
+    } catch (err) {
+      outcome = err instanceof AgentCallError ? err.kind : 'error';
+      throw err;
+    } finally {
+      this.observe(outcome, (performance.now() - started) / 1000);
+    }
+  }
+
+  private async call<S extends z.ZodType>(
+    method: string,
+    path: string,
+    body: unknown,
+    schema: S | undefined,
+    opts: CallOptions,
   ): Promise<z.output<S>> {
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
