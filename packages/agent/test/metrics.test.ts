@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AgentProcess, vmRequest } from './agent-process.js';
 
 /**
- * `GET /metrics` of the real agent binary, without VMs (no QEMU needed): it is behind the agent
+ * `GET /metrics` and request ids of the real agent binary, without VMs (no QEMU needed): it is behind the agent
  * token, parses as Prometheus text, and its series move with requests. Boot, snapshot and exec
  * durations are exercised by the VM suites' agents.
  */
@@ -21,6 +21,29 @@ describe('orch-agent /metrics', () => {
   afterAll(async () => {
     await agent?.stop();
     rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test("logs each request under the caller's x-request-id (orchd sends its own) and answers it", async () => {
+    const res = await fetch(`${agent.url}/v1/vms`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${agent.token}`,
+        'content-type': 'application/json',
+        'x-request-id': 'orchd-req-42',
+      },
+      body: JSON.stringify(vmRequest('vm-rid')),
+    });
+    expect(res.headers.get('x-request-id')).toBe('orchd-req-42');
+    const line = agent.output
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      })
+      .find((l) => l.request_id === 'orchd-req-42');
+    expect(line).toMatchObject({ msg: 'request', method: 'POST', route: '/v1/vms', status: res.status });
   });
 
   test('needs the agent token', async () => {
@@ -47,7 +70,7 @@ describe('orch-agent /metrics', () => {
     expect(
       m.value('orch_agent_http_requests_total', { route: '/v1/vms/:id', method: 'GET', status: '404' }),
     ).toBe(1);
-    expect(m.value('orch_agent_http_requests_total', { route: '/v1/vms', method: 'POST' })).toBe(1);
+    expect(m.value('orch_agent_http_requests_total', { route: '/v1/vms', method: 'POST' })).toBe(2);
     expect(m.value('orch_agent_http_requests_total', { route: 'unmatched', status: '404' })).toBe(1);
     expect(m.value('orch_agent_http_requests_total', { route: '/metrics', status: '401' })).toBe(1);
     for (const f of [

@@ -40,6 +40,16 @@ export {
 } from './options.js';
 export { Periodic, type PeriodicOptions } from './periodic.js';
 export { createProgram, refuseUnknownCommand } from './program.js';
+export {
+  currentRequestId,
+  newRequestId,
+  REQUEST_ID_HEADER,
+  REQUEST_ID_PATTERN,
+  type RequestIdExchange,
+  requestIdFrom,
+  requestIdMiddleware,
+  withRequestId,
+} from './request-id.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
 export {
   listenOptions,

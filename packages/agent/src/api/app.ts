@@ -12,7 +12,7 @@ import {
   ExecRequest,
   issuesDetails,
 } from '@orch/protocol';
-import { metricsAnswer } from '@support/server';
+import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
@@ -44,12 +44,11 @@ export function buildApp(deps: AppDeps): Hono {
   const { vms } = deps;
   const app = new Hono();
 
-  // First, so refusals (401, 413) are counted too.
-  if (deps.metrics)
-    app.use(
-      '*',
-      deps.metrics.http.middleware((c: Context) => routePath(c, -1)),
-    );
+  const template = (c: Context) => routePath(c, -1);
+  // First, so that refusals (401, 413) are logged under the request id (orchd's, when it sends
+  // one) and counted.
+  app.use('*', requestIdMiddleware(deps.logger, template));
+  if (deps.metrics) app.use('*', deps.metrics.http.middleware(template));
   app.use('*', async (c, next) => {
     if (!deps.auth.allows(c.req.header('authorization'))) {
       c.header('WWW-Authenticate', 'Bearer realm="orch-agent"');

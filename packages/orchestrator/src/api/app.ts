@@ -1,6 +1,6 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
-import type { HttpMetrics } from '@support/server';
+import { type HttpMetrics, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
@@ -32,11 +32,10 @@ export interface AppDeps {
 export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (app: Hono) => void): Hono {
   const app = new Hono();
 
-  if (deps.http)
-    app.use(
-      '*',
-      deps.http.middleware((c: Context) => routePath(c, -1)),
-    );
+  const template = (c: Context) => routePath(c, -1);
+  // Request ids first: everything after (refusals included) is logged under the request's id.
+  app.use('*', requestIdMiddleware(deps.logger, template));
+  if (deps.http) app.use('*', deps.http.middleware(template));
   app.use('*', async (c, next) => {
     const address = remoteAddress(c);
     if (!deps.allowlist.allows(address)) {

@@ -6,6 +6,7 @@ import {
   errorFromBody,
   OrchError,
 } from '@orch/protocol';
+import { currentRequestId, REQUEST_ID_HEADER } from '@support/server';
 import type { z } from 'zod';
 import type { AgentCallObserver } from '../metrics.js';
 
@@ -132,12 +133,15 @@ export class AgentClient {
     signal: AbortSignal = AbortSignal.timeout(timeoutMs),
   ): Promise<Response> {
     let res: Response;
+    const requestId = currentRequestId();
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${this.token}`,
           accept: 'application/json',
+          // The request being served, so one create can be followed in orchd's and the agent's logs.
+          ...(requestId ? { [REQUEST_ID_HEADER]: requestId } : {}),
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
         },
         redirect: 'manual',
