@@ -26,6 +26,10 @@ export interface RouteSpec<
   readonly path: string;
   readonly access: Access;
   readonly summary: string;
+  /** OpenAPI `operationId`; derived from the method and path when absent (see openapi.ts). */
+  readonly operationId?: string;
+  /** Served as a WebSocket upgrade (documented as `101`, and `426` without one). */
+  readonly websocket?: boolean;
   readonly tag: string;
   readonly params?: P;
   readonly query?: Q;
