@@ -20,6 +20,7 @@ import { openApiDocument } from './api/openapi.js';
 import { type AnyRoute, route } from './api/route.js';
 import { apiKeyRoutes } from './api/routes/api-keys.js';
 import { environmentRoutes } from './api/routes/environments.js';
+import { eventRoutes } from './api/routes/events.js';
 import { hostRoutes } from './api/routes/hosts.js';
 import { metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
@@ -35,6 +36,7 @@ import { EnvironmentService } from './environments/environment-service.js';
 import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
+import { EventHub } from './events/event-hub.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
 import { OrchdMetrics } from './metrics.js';
@@ -91,6 +93,7 @@ export class Orchestrator implements Service, Startable {
     const hostsRepo = new HostsRepo(this.store.db);
     const envRepo = new EnvironmentsRepo(this.store.db);
     const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
+    const events = new EventHub(this.store.db, this.store.connectionString, logger);
     const metrics = new OrchdMetrics();
     metrics.watchStore(this.store.db, logger);
     const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000, metrics);
@@ -115,6 +118,7 @@ export class Orchestrator implements Service, Startable {
       ...hostRoutes(hosts),
       ...apiKeyRoutes(apiKeys),
       ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo),
+      ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
     ];
     const openapi = route({
       method: 'GET',
@@ -143,7 +147,7 @@ export class Orchestrator implements Service, Startable {
       logger,
       metrics,
     );
-    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler]);
+    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events]);
 
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,

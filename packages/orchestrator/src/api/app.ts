@@ -89,6 +89,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
         r.body && (r.bodyWhen?.(query) ?? true) ? parse(r.body, await readJson(c), 'body') : undefined;
       const reply = await r.handler({ params, query, body, principal, c });
       for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v);
+      if (reply.raw) return reply.raw;
       if (reply.text !== undefined) return c.body(reply.text, reply.status as 200);
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
     });

@@ -11,6 +11,8 @@ export interface Reply {
   readonly body?: unknown;
   /** A text answer instead of JSON (`GET /metrics`), sent with `headers`' content type. */
   readonly text?: string;
+  /** A response made by the handler (a stream: `GET /v1/events`), sent as it is. */
+  readonly raw?: Response;
   readonly headers?: Readonly<Record<string, string>>;
 }
 
