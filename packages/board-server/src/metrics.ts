@@ -1,5 +1,5 @@
 import { createMetricsRegistry, HttpMetrics } from '@support/server';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { ChangeNotifier } from './changelog/change-notifier.js';
 import type { ReplicaCache } from './replica/replica-cache.js';
 
@@ -16,6 +16,14 @@ export class BoardNodeMetrics {
     name: 'board_node_procedure_calls_total',
     help: 'Procedure calls (query.execute, mutate.*, changes.read, node.stats) by outcome: ok or the error tag',
     labelNames: ['procedure', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  /** From a change's write (its transaction's time) to its push on a watch stream. */
+  readonly changeLag = new Histogram({
+    name: 'board_node_change_lag_seconds',
+    help: 'Time from a change being written (its transaction time) to its push to a watcher (catch-up of older changes on connect excluded)',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
 

@@ -3,7 +3,17 @@ import { mintToken } from '@board/server';
 import { describeStore } from '@support/pg/testing';
 import { scrapeMetrics } from '@support/server/testing';
 import { expect, it } from 'vitest';
-import { boardTest, cli, type NodeProcess, nodeEnv, rpc, TOKEN_SECRET, tag, watch } from './fixtures.js';
+import {
+  boardTest,
+  cli,
+  type NodeProcess,
+  nodeEnv,
+  rpc,
+  TOKEN_SECRET,
+  tag,
+  value,
+  watch,
+} from './fixtures.js';
 
 const T = [{ token: 't', entity: 'items' }];
 
@@ -94,6 +104,40 @@ describeStore('server')('board-node /metrics', () => {
     );
     const labels = after.families.flatMap((f) => f.metrics.flatMap((s) => Object.values(s.labels ?? {})));
     expect(labels.some((v) => v.includes('mboard'))).toBe(false);
+  });
+
+  it('measures change lag from write to push for a live watcher', async () => {
+    const before = (await scrape()).value('board_node_change_lag_seconds');
+    const head = (
+      value(
+        await rpc(
+          node.url,
+          'mutate.insert',
+          { rows: [{ id: 'r2', title: 'b' }] },
+          { board: 'mboard', token: admin },
+        ),
+      ) as { watermark: number }
+    ).watermark;
+    // The write happens once the watcher is open and caught up (its first heartbeat comment).
+    let wrote: ReturnType<typeof rpc> | undefined;
+    const w = await watch(node.url, {
+      board: 'mboard',
+      token: admin,
+      after: head,
+      onItem: (item) => {
+        if ('comment' in item && !wrote)
+          wrote = rpc(
+            node.url,
+            'mutate.insert',
+            { rows: [{ id: 'r3', title: 'c' }] },
+            { board: 'mboard', token: admin },
+          );
+      },
+      until: (items) => items.some((i) => 'event' in i && i.event === 'change'),
+    });
+    expect(tag(await wrote!)).toBe('ok');
+    expect(w.items.some((i) => 'event' in i && i.event === 'change')).toBe(true);
+    expect((await scrape()).value('board_node_change_lag_seconds')).toBe(before + 1);
   });
 
   it('counts open watch streams', async () => {

@@ -128,8 +128,8 @@ export interface MetricsScrape {
   family(name: string): ParsedFamily | undefined;
   /**
    * The sum over the samples of `name` whose labels include `labels` (0 when none): a counter's or
-   * gauge's value. Throws for a histogram: this parser merges a labelled histogram's series into one
-   * (its `_count` and labels are lost), so assert on the companion counter instead.
+   * gauge's value; an unlabelled histogram's `_count`. Throws for a labelled histogram: this parser
+   * merges its series into one (`_count` and labels lost), so assert on the companion counter.
    */
   value(name: string, labels?: Record<string, string>): number;
 }
@@ -162,7 +162,13 @@ export function parseMetrics(text: string): MetricsScrape {
     family,
     value(name, labels = {}) {
       const f = family(name);
-      if (f?.type === 'HISTOGRAM') throw new Error(`${name} is a histogram: assert on its counter`);
+      if (f?.type === 'HISTOGRAM') {
+        // Unlabelled, the parser keeps its count; labelled, it merges the series (count lost).
+        const only = f.metrics[0];
+        if (Object.keys(labels).length > 0 || f.metrics.length !== 1 || only?.count === undefined)
+          throw new Error(`${name} is a labelled histogram: assert on its counter`);
+        return Number(only.count);
+      }
       let total = 0;
       for (const s of f?.metrics ?? []) {
         if (!Object.entries(labels).every(([k, v]) => s.labels?.[k] === v)) continue;

@@ -15,6 +15,7 @@ import { routePath } from 'hono/route';
 import { streamSSE } from 'hono/streaming';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { authorize, type RequestScope } from '../auth/authorize.js';
+import { COMMITTED_AT } from '../changelog/changes-reader.js';
 import { EncodedJson } from '../encoded-json.js';
 import { BoardError, boardError, toWireError } from '../errors.js';
 import type { BoardNodeMetrics } from '../metrics.js';
@@ -119,13 +120,18 @@ export function createApp(ctx: NodeContext, signal: AbortSignal, metrics?: Board
       after = Number(afterRaw);
     }
     c.set('handlerRan', true);
+    const openedAt = Date.now();
     return streamSSE(c, async (stream) => {
       const closed = new AbortController();
       stream.onAbort(() => closed.abort());
       await runWatch(
         {
-          event: (event, data, id) =>
-            stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) }),
+          event: async (event, data, id) => {
+            await stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) });
+            const committed = (data as { [COMMITTED_AT]?: number })[COMMITTED_AT];
+            if (metrics && committed !== undefined && committed >= openedAt)
+              metrics.changeLag.observe(Math.max(0, Date.now() - committed) / 1000);
+          },
           comment: (text) => stream.write(`: ${text}\n\n`).then(() => undefined),
         },
         {
