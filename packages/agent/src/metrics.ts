@@ -1,5 +1,5 @@
 import { statfs } from 'node:fs/promises';
-import type { AgentVm } from '@orch/protocol';
+import { AGENT_VM_STATES, type AgentVm } from '@orch/protocol';
 import { createMetricsRegistry, HttpMetrics } from '@support/server';
 import { Counter, Gauge, Histogram } from 'prom-client';
 
@@ -69,7 +69,7 @@ export class AgentMetrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const state of ['creating', 'running', 'stopping', 'stopped', 'error']) this.set({ state }, 0);
+        for (const state of AGENT_VM_STATES) this.set({ state }, 0);
         for (const vm of opts.list()) this.inc({ state: vm.state });
       },
     });

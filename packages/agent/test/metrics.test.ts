@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AGENT_VM_STATES } from '@orch/protocol';
 import { scrapeMetrics } from '@support/server/testing';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AgentProcess, vmRequest } from './agent-process.js';
@@ -64,7 +65,7 @@ describe('orch-agent /metrics', () => {
         .family('orch_agent_vms')
         ?.metrics.map((s) => s.labels?.state)
         .sort(),
-    ).toEqual(['creating', 'error', 'running', 'stopped', 'stopping']);
+    ).toEqual([...AGENT_VM_STATES].sort());
     expect(m.family('orch_agent_accelerator_info')?.metrics).toHaveLength(1);
     expect(m.value('orch_agent_disk_free_bytes')).toBeGreaterThan(0);
     expect(
