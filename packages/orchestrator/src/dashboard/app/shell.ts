@@ -19,6 +19,7 @@ const DEBOUNCE_MS = 150;
 /** The live page's re-render, called on each event of `GET /v1/events`; none on other pages. */
 let onEvent: (() => void) | undefined;
 let pending: number | undefined;
+let events: EventSource | undefined;
 
 const VIEWS: Record<
   string,
@@ -37,7 +38,7 @@ export function startShell(root: HTMLElement, session: Session): void {
   window.addEventListener('hashchange', route);
   // One stream for the page's lifetime (same-origin, the session cookie authenticates it); the
   // browser reconnects by itself after a drop, resuming with Last-Event-ID.
-  const events = new EventSource('/v1/events');
+  events = new EventSource('/v1/events');
   const changed = () => {
     window.clearTimeout(pending);
     pending = window.setTimeout(() => onEvent?.(), DEBOUNCE_MS);
@@ -66,6 +67,9 @@ function showRoute(root: HTMLElement, session: Session): void {
     'button',
     {
       onclick: async () => {
+        // No re-render (and no 401 from it) may race the navigation to the login page.
+        onEvent = undefined;
+        events?.close();
         await api('POST', '/logout').catch(() => undefined);
         location.assign('/login');
       },
