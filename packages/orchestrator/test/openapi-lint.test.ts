@@ -43,6 +43,9 @@ test("Redocly's recommended rules: zero errors", async () => {
   }
   expect(new Set(ops.map((o) => o.operationId)).size).toBe(ops.length);
   expect(doc.paths['/v1/environments/{id}/attach']!.get!.responses).toHaveProperty('101');
+  expect(doc.paths['/v1/events']!.get!.responses['200']).toMatchObject({
+    content: { 'text/event-stream': {} },
+  });
 });
 
 test('a program type-checks against the client openapi-typescript generates', async () => {

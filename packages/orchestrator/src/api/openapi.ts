@@ -52,6 +52,9 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
           [r.success.status]: {
             description: r.success.description,
             ...(r.success.schema ? { content: json(r.success.schema, 'output') } : {}),
+            ...(r.success.mediaType
+              ? { content: { [r.success.mediaType]: { schema: { type: 'string' } } } }
+              : {}),
           },
         };
     const errors = Object.fromEntries(

@@ -43,6 +43,8 @@ export interface RouteSpec<
   readonly success: {
     readonly status: 200 | 201 | 204;
     readonly schema?: z.ZodType;
+    /** A non-JSON answer's media type (documented as a string body): `text/event-stream`, `text/plain`. */
+    readonly mediaType?: string;
     readonly description: string;
   };
   readonly handler: (input: {

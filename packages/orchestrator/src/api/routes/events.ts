@@ -33,6 +33,7 @@ export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: num
       }),
       success: {
         status: 200,
+        mediaType: 'text/event-stream',
         description: 'text/event-stream; each event: id, event (its type), data (JSON)',
       },
       handler: async ({ query, c }) => {

@@ -14,7 +14,7 @@ export function metricsRoute(metrics: OrchdMetrics): AnyRoute {
     access: 'authenticated',
     tag: 'meta',
     summary: 'Prometheus metrics (text exposition format)',
-    success: { status: 200, description: 'Prometheus text format 0.0.4' },
+    success: { status: 200, mediaType: 'text/plain', description: 'Prometheus text format 0.0.4' },
     handler: async () => {
       const { contentType, body } = await metricsAnswer(metrics.registry);
       return { status: 200, text: body, headers: { 'content-type': contentType } };
