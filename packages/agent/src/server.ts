@@ -21,6 +21,7 @@ import type { Config } from './config.js';
 import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
+import { AgentMetrics } from './metrics.js';
 import { which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
 import { HostPorts } from './vm/host-ports.js';
@@ -80,6 +81,7 @@ export class Agent implements Service, Startable {
     const accelerator: Accelerator = hasQemu
       ? await resolveAccelerator(config.accel, { layout, qemu: config.qemu, kernel: k?.kernel, logger })
       : 'tcg';
+    const metrics = new AgentMetrics();
     const vms = new VmManager({
       layout,
       images,
@@ -93,6 +95,7 @@ export class Agent implements Service, Startable {
       bootTimeoutMs: config.bootTimeoutSec * 1000,
       stateSecret: config.token,
       logger,
+      metrics,
     });
     this.vms = vms;
     await vms.recover();
@@ -108,7 +111,12 @@ export class Agent implements Service, Startable {
       image_details: await images.describe(),
       gpus: [],
     });
-    const app = buildApp({ auth, vms, info, logger });
+    metrics.watch({
+      list: () => vms.list(),
+      accelerator: config.kind === 'gpu' ? 'none' : hasQemu ? accelerator : 'none',
+      dataDir: layout.root,
+    });
+    const app = buildApp({ auth, vms, info, logger, metrics });
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,
       upgrade: consoleUpgradeHandler(auth, vms, logger),

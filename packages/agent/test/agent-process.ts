@@ -66,6 +66,7 @@ export interface Reply<T = unknown> {
 
 /** A running `orch-agent` started from the built binary, with its own data dir (kernel and images linked in). */
 export class AgentProcess {
+  /** Everything it printed: stdout, and its JSON log lines from stderr. */
   readonly output: string[] = [];
   private constructor(
     private readonly proc: ChildProcess,
@@ -122,7 +123,8 @@ export class AgentProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
-    createInterface({ input: proc.stderr! }).on('line', (l) => output.push(l));
+    const errLines = createInterface({ input: proc.stderr! });
+    errLines.on('line', (l) => output.push(l));
     const lines = createInterface({ input: proc.stdout! });
     const port = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -145,6 +147,7 @@ export class AgentProcess {
     const agent = new AgentProcess(proc, port, token, opts.dataDir);
     agent.output.push(...output);
     lines.on('line', (l) => agent.output.push(l));
+    errLines.on('line', (l) => agent.output.push(l));
     return agent;
   }
 

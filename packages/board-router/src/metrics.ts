@@ -1,8 +1,13 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createMetricsRegistry, HttpMetrics } from '@support/server';
+import { Counter, Gauge, Histogram } from 'prom-client';
 
-/** The router's Prometheus metrics, on a registry of its own (several routers may share a process in tests). */
+/**
+ * The router's Prometheus metrics, on a registry of its own (several routers may share a process in
+ * tests), with the process metrics and HTTP series every server has (`@support/server`).
+ */
 export function createMetrics() {
-  const registry = new Registry();
+  const registry = createMetricsRegistry();
+  const http = new HttpMetrics(registry, 'board_router');
   const requests = new Counter({
     name: 'board_router_requests_total',
     help: 'Routed requests by procedure (or watch) and outcome (answered: a node answer relayed; or the router error tag)',
@@ -42,7 +47,7 @@ export function createMetrics() {
     labelNames: ['node'] as const,
     registers: [registry],
   });
-  return { registry, requests, hedgesSent, hedgesWon, hedgesDenied, failovers, nodeLatency, nodeUp };
+  return { registry, http, requests, hedgesSent, hedgesWon, hedgesDenied, failovers, nodeLatency, nodeUp };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,6 +1,6 @@
 import { type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import { fail, HEADERS, type Health } from '@board/protocol';
-import { closeServer, createHttpServer, listen } from '@support/server';
+import { closeServer, createHttpServer, listen, UNMATCHED_ROUTE } from '@support/server';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
 import { upstreamHeaders } from './forward.js';
@@ -52,6 +52,15 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   // envelope with `InvalidInput`, as a node would answer: a client cannot tell the two apart.
   const server: Server = createHttpServer(
     (req, res) => {
+      const started = performance.now();
+      res.once('close', () =>
+        metrics.http.observe(
+          routeTemplate(req),
+          req.method ?? '',
+          res.statusCode,
+          (performance.now() - started) / 1000,
+        ),
+      );
       handle(req, res).catch((err: unknown) => {
         log.error({ err }, 'unexpected router failure');
         if (!res.headersSent) sendError(res, 'NoNodeAvailable', 'internal router failure');
@@ -281,6 +290,15 @@ function refuseBody(req: IncomingMessage, res: ServerResponse): void {
     req.destroy();
   }, DRAIN_MS).unref();
   req.resume();
+}
+
+/** The route template of a request, for the HTTP metrics (never the raw path). */
+function routeTemplate(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const pathname = url.split('?')[0] ?? url;
+  if (req.method === 'POST' && pathname.startsWith('/rpc/')) return '/rpc/:procedure';
+  if (req.method === 'GET' && ['/watch', '/health', '/metrics'].includes(pathname)) return pathname;
+  return UNMATCHED_ROUTE;
 }
 
 /** Procedure label for metrics: contract names as they are, anything else as `other` (bounded cardinality). */

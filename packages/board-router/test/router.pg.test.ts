@@ -6,7 +6,7 @@
 import { request as httpRequest } from 'node:http';
 import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from '@board/server/testing';
 import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
-import { malformedAnswers, rawHttp } from '@support/server/testing';
+import { malformedAnswers, parseMetrics, rawHttp } from '@support/server/testing';
 import { afterAll, expect, it } from 'vitest';
 import { type BoardRouter, loadConfig, startBoardRouter } from '../src/index.js';
 import { createLogger } from '../src/log.js';
@@ -162,6 +162,16 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
       expect(metrics).toContain(
         'board_router_requests_total{procedure="query.execute",outcome="answered"} 1',
       );
+      // The HTTP series and process metrics every server has, parsed as Prometheus would.
+      const parsed = parseMetrics(metrics);
+      expect(
+        parsed.value('board_router_http_requests_total', {
+          route: '/rpc/:procedure',
+          method: 'POST',
+          status: '200',
+        }),
+      ).toBe(1);
+      expect(parsed.family('process_cpu_seconds_total')?.type).toBe('COUNTER');
     } finally {
       await proc.stop();
     }

@@ -6,6 +6,7 @@ import { ChangeNotifier } from './changelog/change-notifier.js';
 import { RetentionService } from './changelog/retention.js';
 import type { BoardNodeConfig } from './config.js';
 import { createLogger, type Logger } from './log.js';
+import { BoardNodeMetrics } from './metrics.js';
 import { ReplicaCache } from './replica/replica-cache.js';
 import { createApp } from './rpc/app.js';
 import type { NodeContext } from './rpc/handlers.js';
@@ -84,7 +85,7 @@ export async function startBoardNode(
     boardMeta: new Map(),
   };
   const services = [notifier.run(life.signal), retention.run(life.signal)];
-  const app = createApp(ctx, life.signal);
+  const app = createApp(ctx, life.signal, new BoardNodeMetrics(replicas, notifier));
   // Requests so malformed that Node's HTTP parser refuses them, or that no handler can serve
   // (no Host, `Host: a b`, `OPTIONS *`), are answered in the envelope too.
   const server: Server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {

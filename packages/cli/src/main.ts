@@ -5,6 +5,7 @@ import { addAttach } from './program/attach.js';
 import { addCompile } from './program/compile.js';
 import { addContext } from './program/context.js';
 import { addEnv } from './program/env.js';
+import { addEvents } from './program/events.js';
 import { addExec } from './program/exec.js';
 import { addHost } from './program/host.js';
 import type { ExitStatus } from './program/output.js';
@@ -36,6 +37,7 @@ export function buildProgram(exit: ExitStatus): Command {
   addEnv(program);
   addExec(program, exit);
   addAttach(program, exit);
+  addEvents(program, exit);
   addSnapshot(program);
   return program;
 }

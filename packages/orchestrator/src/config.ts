@@ -138,6 +138,12 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(5, { max: 3600 }),
     description: 'seconds between reconciliations of environments with their agents',
   },
+  eventsHeartbeatSec: {
+    env: 'ORCH_EVENTS_HEARTBEAT_SEC',
+    flag: '--events-heartbeat-sec <s>',
+    schema: secondsSchema(15, { max: 3600 }),
+    description: 'seconds between heartbeats (and credential re-checks) on GET /v1/events',
+  },
   agentTimeoutSec: {
     env: 'ORCH_AGENT_TIMEOUT_SEC',
     envAliases: ['ORCH_AGENT_TIMEOUT'],

@@ -20,7 +20,9 @@ import { openApiDocument } from './api/openapi.js';
 import { type AnyRoute, route } from './api/route.js';
 import { apiKeyRoutes } from './api/routes/api-keys.js';
 import { environmentRoutes } from './api/routes/environments.js';
+import { eventRoutes } from './api/routes/events.js';
 import { hostRoutes } from './api/routes/hosts.js';
+import { metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
@@ -34,8 +36,10 @@ import { EnvironmentService } from './environments/environment-service.js';
 import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
+import { EventHub } from './events/event-hub.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
+import { OrchdMetrics } from './metrics.js';
 import { ApiKeysRepo } from './store/api-keys-repo.js';
 import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
@@ -89,7 +93,10 @@ export class Orchestrator implements Service, Startable {
     const hostsRepo = new HostsRepo(this.store.db);
     const envRepo = new EnvironmentsRepo(this.store.db);
     const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
-    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000);
+    const events = new EventHub(this.store.db, this.store.connectionString, logger);
+    const metrics = new OrchdMetrics();
+    metrics.watchStore(this.store.db, logger);
+    const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000, metrics);
     const envs = new EnvironmentService(
       envRepo,
       hosts,
@@ -97,11 +104,12 @@ export class Orchestrator implements Service, Startable {
       box,
       { createMs: config.createTimeoutSec * 1000, pollMs: 250 },
       logger,
+      metrics,
     );
     this.envs = envs;
     const pauses = new PauseService(envRepo, hosts, envs, logger);
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
-    const snapshots = new SnapshotService(snapshotsRepo, envs, logger);
+    const snapshots = new SnapshotService(snapshotsRepo, envs, logger, metrics);
     const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
     this.consoles = consoles;
 
@@ -110,6 +118,7 @@ export class Orchestrator implements Service, Startable {
       ...hostRoutes(hosts),
       ...apiKeyRoutes(apiKeys),
       ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo),
+      ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
     ];
     const openapi = route({
       method: 'GET',
@@ -120,9 +129,9 @@ export class Orchestrator implements Service, Startable {
       success: { status: 200, description: 'OpenAPI 3.0 description of every route' },
       handler: async () => ({ status: 200, body: document }),
     });
-    routes.push(openapi);
+    routes.push(openapi, metricsRoute(metrics));
     const document = openApiDocument(routes);
-    const app = buildApp({ auth, allowlist, logger }, routes, (a) =>
+    const app = buildApp({ auth, allowlist, logger, http: metrics.http }, routes, (a) =>
       mountDashboard(a, auth, apiKeys !== undefined, new URL('./dashboard/', import.meta.url)),
     );
 
@@ -136,8 +145,9 @@ export class Orchestrator implements Service, Startable {
       config.reconcileIntervalSec * 1000,
       config.createTimeoutSec * 1000,
       logger,
+      metrics,
     );
-    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler]);
+    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events]);
 
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,

@@ -92,6 +92,14 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     expect(((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).body as Host).state).toBe(
       'active',
     );
+    // A change made elsewhere (the API, another orchd) reaches the open page through the event
+    // stream, well within expect.poll's 1 s (the page no longer polls).
+    const viaApi = (action: string) =>
+      orchd.request('POST', `/v1/hosts/h1?action=${action}`, { token: MASTER });
+    expect((await viaApi('cordon')).status).toBe(200);
+    await expect.poll(() => row.textContent()).toContain('cordoned');
+    expect((await viaApi('uncordon')).status).toBe(200);
+    await expect.poll(() => row.textContent()).toContain('active');
   });
 
   test('a new environment from a definition, with the compile preview; exec echo hi; take a snapshot', async () => {

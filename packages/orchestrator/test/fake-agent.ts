@@ -32,6 +32,8 @@ export class FakeAgent {
   readonly created: CreateVmRequest[] = [];
   readonly snapshots = new Set<string>();
   private readonly pausedAt = new Map<string, number>();
+  /** `x-request-id` of each request received, as `METHOD path id` (undefined id: none sent). */
+  readonly requestIds: { method: string; path: string; id: string | undefined }[] = [];
   private nextPort = 40_000;
 
   private constructor(
@@ -83,6 +85,12 @@ export class FakeAgent {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.requests++;
+    const rid = req.headers['x-request-id'];
+    this.requestIds.push({
+      method: req.method ?? '',
+      path: (req.url ?? '').split('?')[0] ?? '',
+      id: typeof rid === 'string' ? rid : undefined,
+    });
     const send = (status: number, body?: unknown) => {
       res
         .writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' })

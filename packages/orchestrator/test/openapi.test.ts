@@ -41,6 +41,8 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
     [
       'POST /login',
       'POST /logout',
+      'GET /metrics',
+      'GET /v1/events',
       'POST /v1/hosts',
       'GET /v1/hosts',
       'GET /v1/hosts/{id}',

@@ -2,6 +2,15 @@
  * `@support/server`: what every server program shares (orchd, orch-agent, board-node,
  * board-router). See the package README.
  */
+
+export {
+  createMetricsRegistry,
+  HTTP_LATENCY_BUCKETS,
+  HttpMetrics,
+  type MeasuredExchange,
+  metricsAnswer,
+  UNMATCHED_ROUTE,
+} from './http-metrics.js';
 export { createLogger, LOG_LEVELS, type Logger, logLevelSchema } from './logger.js';
 export {
   clientErrorHandler,
@@ -31,6 +40,16 @@ export {
 } from './options.js';
 export { Periodic, type PeriodicOptions } from './periodic.js';
 export { createProgram, refuseUnknownCommand } from './program.js';
+export {
+  currentRequestId,
+  newRequestId,
+  REQUEST_ID_HEADER,
+  REQUEST_ID_PATTERN,
+  type RequestIdExchange,
+  requestIdFrom,
+  requestIdMiddleware,
+  withRequestId,
+} from './request-id.js';
 export { EXIT, exitCodeOf, type MainOptions, runMain } from './run-main.js';
 export {
   listenOptions,

@@ -3,6 +3,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
+import parsePrometheusTextFormat, { type ParsedFamily } from 'parse-prometheus-text-format';
 import type { ConfigError } from './options.js';
 
 /** A raw HTTP answer: status line parsed, headers lower-cased, the body as text. */
@@ -117,4 +118,63 @@ export function configProblems(load: () => unknown): readonly string[] {
     throw err;
   }
   return [];
+}
+
+/** A parsed `/metrics` scrape (by `parse-prometheus-text-format`, a Prometheus text-format parser). */
+export interface MetricsScrape {
+  /** Every family, as the parser gives it. */
+  readonly families: readonly ParsedFamily[];
+  /** The family called `name`, or undefined. */
+  family(name: string): ParsedFamily | undefined;
+  /**
+   * The sum over the samples of `name` whose labels include `labels` (0 when none): a counter's or
+   * gauge's value; an unlabelled histogram's `_count`. Throws for a labelled histogram: this parser
+   * merges its series into one (`_count` and labels lost), so assert on the companion counter.
+   */
+  value(name: string, labels?: Record<string, string>): number;
+}
+
+/**
+ * Fetches `url` (a `/metrics` endpoint), checks it answered 200 in the Prometheus text format, and
+ * parses it with a real exposition-format parser (which throws on malformed text).
+ * @example
+ * const m = await scrapeMetrics(`${url}/metrics`, { authorization: 'Bearer t' });
+ * expect(m.value('orchd_http_requests_total', { route: '/v1/hosts' })).toBeGreaterThan(0);
+ */
+export async function scrapeMetrics(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<MetricsScrape> {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${text.slice(0, 300)}`);
+  if (!res.headers.get('content-type')?.startsWith('text/plain; version=0.0.4'))
+    throw new Error(`GET ${url}: content-type ${res.headers.get('content-type')}`);
+  return parseMetrics(text);
+}
+
+/** Parses a Prometheus text exposition (see `scrapeMetrics`). */
+export function parseMetrics(text: string): MetricsScrape {
+  const families = parsePrometheusTextFormat(text);
+  const family = (name: string) => families.find((f) => f.name === name);
+  return {
+    families,
+    family,
+    value(name, labels = {}) {
+      const f = family(name);
+      if (f?.type === 'HISTOGRAM') {
+        // Unlabelled, the parser keeps its count; labelled, it merges the series (count lost).
+        const only = f.metrics[0];
+        if (Object.keys(labels).length > 0 || f.metrics.length !== 1 || only?.count === undefined)
+          throw new Error(`${name} is a labelled histogram: assert on its counter`);
+        return Number(only.count);
+      }
+      let total = 0;
+      for (const s of f?.metrics ?? []) {
+        if (!Object.entries(labels).every(([k, v]) => s.labels?.[k] === v)) continue;
+        total += Number(s.value ?? 0);
+      }
+      return total;
+    },
+  };
 }

@@ -12,11 +12,14 @@ import {
   ExecRequest,
   issuesDetails,
 } from '@orch/protocol';
+import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { routePath } from 'hono/route';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { AgentError } from '../errors.js';
+import type { AgentMetrics } from '../metrics.js';
 import type { VmManager } from '../vm/vm-manager.js';
 import type { BearerAuth } from './auth.js';
 
@@ -28,6 +31,8 @@ export interface AppDeps {
   readonly vms: VmManager;
   readonly info: () => Promise<AgentInfo>;
   readonly logger: Logger;
+  /** Prometheus metrics; `GET /metrics` and the HTTP series (absent in unit tests). */
+  readonly metrics?: AgentMetrics;
 }
 
 /**
@@ -39,6 +44,11 @@ export function buildApp(deps: AppDeps): Hono {
   const { vms } = deps;
   const app = new Hono();
 
+  const template = (c: Context) => routePath(c, -1);
+  // First, so that refusals (401, 413) are logged under the request id (orchd's, when it sends
+  // one) and counted.
+  app.use('*', requestIdMiddleware(deps.logger, template));
+  if (deps.metrics) app.use('*', deps.metrics.http.middleware(template));
   app.use('*', async (c, next) => {
     if (!deps.auth.allows(c.req.header('authorization'))) {
       c.header('WWW-Authenticate', 'Bearer realm="orch-agent"');
@@ -62,6 +72,13 @@ export function buildApp(deps: AppDeps): Hono {
   );
 
   app.get(AGENT_PATHS.info, async (c) => c.json(await deps.info()));
+  const metrics = deps.metrics;
+  if (metrics) {
+    app.get('/metrics', async (c) => {
+      const { contentType, body } = await metricsAnswer(metrics.registry);
+      return c.body(body, 200, { 'content-type': contentType });
+    });
+  }
   app.post(AGENT_VM_PATHS.vms, async (c) => c.json(await vms.create(await body(c, CreateVmRequest)), 202));
   app.get(AGENT_VM_PATHS.vms, (c) => c.json({ vms: vms.list() }));
   app.get(route(AGENT_ROUTES.vm), (c) => c.json(vms.get(pathId(c, 'id'))));

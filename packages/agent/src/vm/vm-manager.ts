@@ -16,6 +16,7 @@ import { AgentError } from '../errors.js';
 import type { ImageStore } from '../images/image-store.js';
 import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
+import type { AgentMetrics, BootMode } from '../metrics.js';
 import type { Accelerator } from './accel.js';
 import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
@@ -43,6 +44,8 @@ export interface VmManagerDeps {
   /** The agent's bearer token: the key of paused VMs' saved state is derived from it (saved-state.ts). */
   readonly stateSecret: string;
   readonly logger: Logger;
+  /** Boot, snapshot and exec series (metrics.ts); absent in unit tests. */
+  readonly metrics?: AgentMetrics;
 }
 
 /**
@@ -185,12 +188,21 @@ export class VmManager {
     vm.record.kernel = kernelFile;
     this.vms.set(req.id, vm);
     await this.rt.save(vm);
-    void this.boot(vm, req, { kernelFile, baseImage, snapshot, live }).catch(async (err: unknown) => {
-      const message = err instanceof AgentError || err instanceof Error ? err.message : String(err);
-      if (vm.intentionalStop) return;
-      this.deps.logger.warn({ vm: req.id, err: message }, 'VM failed to start');
-      await this.rt.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
-    });
+    const mode: BootMode = live ? 'live_restore' : fromSnapshot ? 'disk_snapshot' : 'cold';
+    const started = performance.now();
+    void this.boot(vm, req, { kernelFile, baseImage, snapshot, live })
+      .then(() => {
+        if (vm.record.state !== 'running') return;
+        this.deps.metrics?.boots.inc({ mode, outcome: 'running' });
+        this.deps.metrics?.bootDuration.observe({ mode }, (performance.now() - started) / 1000);
+      })
+      .catch(async (err: unknown) => {
+        const message = err instanceof AgentError || err instanceof Error ? err.message : String(err);
+        if (vm.intentionalStop) return;
+        this.deps.metrics?.boots.inc({ mode, outcome: 'failed' });
+        this.deps.logger.warn({ vm: req.id, err: message }, 'VM failed to start');
+        await this.rt.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
+      });
     return vm.view();
   }
 
@@ -294,8 +306,11 @@ export class VmManager {
     try {
       r = await vm.channel!.exec(script, stdin, req.timeout_seconds, EXEC_OUTPUT_LIMIT);
     } catch (err) {
+      this.deps.metrics?.execs.inc({ outcome: 'failed' });
       throw AgentError.unavailable(`exec failed: ${(err as Error).message}`, { id });
     }
+    this.deps.metrics?.execs.inc({ outcome: r.timedOut ? 'timed_out' : 'exited' });
+    this.deps.metrics?.execDuration.observe((Date.now() - started) / 1000);
     return {
       exit_code: r.exitCode,
       stdout_base64: r.stdout.toString('base64'),
@@ -341,9 +356,25 @@ export class VmManager {
     await this.requireFreeSpace(
       MIN_FREE_BYTES + diskBytes + (req.live ? vm.record.spec.ram_mb * 2 ** 20 : 0),
     );
-    const task = vm.busy.then(() => this.snapshots.take(vm, req));
+    const task = vm.busy.then(() => this.measuredSnapshot(vm, req));
     vm.busy = task.catch(() => undefined);
     return task;
+  }
+
+  private async measuredSnapshot(vm: Vm, req: CreateSnapshotRequest): Promise<SnapshotArtifact> {
+    const started = performance.now();
+    try {
+      const artifact = await this.snapshots.take(vm, req);
+      this.deps.metrics?.snapshots.inc({ kind: artifact.kind, outcome: 'ok' });
+      this.deps.metrics?.snapshotDuration.observe(
+        { kind: artifact.kind },
+        (performance.now() - started) / 1000,
+      );
+      return artifact;
+    } catch (err) {
+      this.deps.metrics?.snapshots.inc({ kind: req.live ? 'live' : 'disk', outcome: 'failed' });
+      throw err;
+    }
   }
 
   /** `DELETE /v1/snapshots/{id}`. VMs restored from it have their own copy of the disk. */

@@ -16,6 +16,12 @@ export async function readBoardHead(
   return row;
 }
 
+/**
+ * When a record was written (ms since the epoch, the writing transaction's time), under a symbol
+ * key: metrics read it (change lag), JSON never carries it.
+ */
+export const COMMITTED_AT: unique symbol = Symbol('committedAt');
+
 /** Records with `after < seq <= upTo`, in order, at most `limit`. */
 export async function readRecords(
   db: Kysely<BoardDb>,
@@ -24,8 +30,15 @@ export async function readRecords(
   upTo: number,
   limit: number,
 ): Promise<ChangeRecord[]> {
-  const r = await sql<{ seq: number; kind: string; payload: WalPayload; actor: string | null }>`
-    SELECT seq, kind, payload, actor FROM board_changes
+  const r = await sql<{
+    seq: number;
+    kind: string;
+    payload: WalPayload;
+    actor: string | null;
+    committed_ms: number;
+  }>`
+    SELECT seq, kind, payload, actor, (extract(epoch FROM created_at) * 1000)::float8 AS committed_ms
+    FROM board_changes
     WHERE board_id = ${board} AND seq > ${after} AND seq <= ${upTo}
     ORDER BY seq LIMIT ${limit}`.execute(db);
   return r.rows.map((row) => ({
@@ -33,6 +46,7 @@ export async function readRecords(
     kind: row.kind as WalKind,
     payload: row.payload,
     ...(row.actor !== null ? { actor: row.actor } : {}),
+    [COMMITTED_AT]: row.committed_ms,
   }));
 }
 

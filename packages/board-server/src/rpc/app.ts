@@ -8,13 +8,17 @@ import {
   type ProcedureName,
 } from '@board/protocol';
 import type { HttpBindings } from '@hono/node-server';
+import { metricsAnswer } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { routePath } from 'hono/route';
 import { streamSSE } from 'hono/streaming';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { authorize, type RequestScope } from '../auth/authorize.js';
+import { COMMITTED_AT } from '../changelog/changes-reader.js';
 import { EncodedJson } from '../encoded-json.js';
 import { BoardError, boardError, toWireError } from '../errors.js';
+import type { BoardNodeMetrics } from '../metrics.js';
 import { runWatch } from '../watch/watch-stream.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
@@ -25,7 +29,10 @@ const ENVELOPE_TAIL = Buffer.from('}');
 /** Largest request body accepted, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-type Env = { Bindings: Partial<HttpBindings>; Variables: { handlerRan: boolean } };
+type Env = {
+  Bindings: Partial<HttpBindings>;
+  Variables: { handlerRan: boolean; procedure: ProcedureName };
+};
 
 /**
  * The path of the request target exactly as the client sent it: no dot segments resolved, no
@@ -46,8 +53,12 @@ function rawPath(c: Context<Env>): string | undefined {
  * handler that ran travels with 200; an error raised before (auth, board, body) with its status
  * from the spec's table; nothing answers 500.
  */
-export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
+export function createApp(ctx: NodeContext, signal: AbortSignal, metrics?: BoardNodeMetrics): Hono<Env> {
   const app = new Hono<Env>();
+  // First, so that refusals are counted too. `/metrics` is open like `/health` (see the README).
+  if (metrics) {
+    app.use(metrics.http.middleware((c: Context<Env>) => routePath(c, -1)));
+  }
   const auth = { on: ctx.config.auth === 'on', secret: ctx.config.tokenSecret };
 
   // Paths are matched exactly as sent. The URL parser under Hono resolves dot segments and
@@ -64,6 +75,12 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
   });
 
   app.get('/health', (c) => c.json({ ok: true, nodeId: ctx.config.nodeId }));
+  if (metrics) {
+    app.get('/metrics', async (c) => {
+      const { contentType, body } = await metricsAnswer(metrics.registry);
+      return c.body(body, 200, { 'content-type': contentType });
+    });
+  }
 
   app.post(
     '/rpc/:procedure',
@@ -78,10 +95,12 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
       if (!isProcedureName(name)) {
         throw boardError('UnknownProcedure', `unknown procedure "${name.slice(0, 100)}"`);
       }
+      c.set('procedure', name);
       const scope = await authorize(c.req.raw.headers, PROCEDURES[name].verb, auth);
       const input = await parseBody(c, name);
       c.set('handlerRan', true);
       const value = await runHandler(name, ctx, scope, input);
+      metrics?.procedure(name, 'ok');
       if (value instanceof EncodedJson) {
         // Encoded by the handler (under its deadline and size bounds): wrapped, not re-encoded.
         const body = Buffer.concat([ENVELOPE_HEAD, value.toBuffer(), ENVELOPE_TAIL]);
@@ -101,13 +120,18 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
       after = Number(afterRaw);
     }
     c.set('handlerRan', true);
+    const openedAt = Date.now();
     return streamSSE(c, async (stream) => {
       const closed = new AbortController();
       stream.onAbort(() => closed.abort());
       await runWatch(
         {
-          event: (event, data, id) =>
-            stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) }),
+          event: async (event, data, id) => {
+            await stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) });
+            const committed = (data as { [COMMITTED_AT]?: number })[COMMITTED_AT];
+            if (metrics && committed !== undefined && committed >= openedAt)
+              metrics.changeLag.observe(Math.max(0, Date.now() - committed) / 1000);
+          },
           comment: (text) => stream.write(`: ${text}\n\n`).then(() => undefined),
         },
         {
@@ -129,6 +153,8 @@ export function createApp(ctx: NodeContext, signal: AbortSignal): Hono<Env> {
   app.onError((err, c) => {
     const ran = c.get('handlerRan') === true;
     const { tag, message } = toWireError(err, ctx.log);
+    const procedure = c.get('procedure');
+    if (procedure) metrics?.procedure(procedure, tag);
     const status = ran ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
     return c.json(fail(tag, message), status as ContentfulStatusCode);
   });

@@ -1,8 +1,10 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
+import { type HttpMetrics, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
+import { routePath } from 'hono/route';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
@@ -18,6 +20,8 @@ export interface AppDeps {
   readonly auth: Authenticator;
   readonly allowlist: CidrAllowlist;
   readonly logger: Logger;
+  /** HTTP metrics by route template (registered first, so refusals are counted too). */
+  readonly http?: HttpMetrics;
 }
 
 /**
@@ -28,6 +32,10 @@ export interface AppDeps {
 export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (app: Hono) => void): Hono {
   const app = new Hono();
 
+  const template = (c: Context) => routePath(c, -1);
+  // Request ids first: everything after (refusals included) is logged under the request's id.
+  app.use('*', requestIdMiddleware(deps.logger, template));
+  if (deps.http) app.use('*', deps.http.middleware(template));
   app.use('*', async (c, next) => {
     const address = remoteAddress(c);
     if (!deps.allowlist.allows(address)) {
@@ -81,6 +89,8 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
         r.body && (r.bodyWhen?.(query) ?? true) ? parse(r.body, await readJson(c), 'body') : undefined;
       const reply = await r.handler({ params, query, body, principal, c });
       for (const [k, v] of Object.entries(reply.headers ?? {})) c.header(k, v);
+      if (reply.raw) return reply.raw;
+      if (reply.text !== undefined) return c.body(reply.text, reply.status as 200);
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
     });
   }

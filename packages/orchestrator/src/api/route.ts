@@ -9,6 +9,10 @@ export type Access = 'public' | 'authenticated' | 'master';
 export interface Reply {
   readonly status: 200 | 201 | 204;
   readonly body?: unknown;
+  /** A text answer instead of JSON (`GET /metrics`), sent with `headers`' content type. */
+  readonly text?: string;
+  /** A response made by the handler (a stream: `GET /v1/events`), sent as it is. */
+  readonly raw?: Response;
   readonly headers?: Readonly<Record<string, string>>;
 }
 
@@ -24,6 +28,10 @@ export interface RouteSpec<
   readonly path: string;
   readonly access: Access;
   readonly summary: string;
+  /** OpenAPI `operationId`; derived from the method and path when absent (see openapi.ts). */
+  readonly operationId?: string;
+  /** Served as a WebSocket upgrade (documented as `101`, and `426` without one). */
+  readonly websocket?: boolean;
   readonly tag: string;
   readonly params?: P;
   readonly query?: Q;
@@ -35,6 +43,8 @@ export interface RouteSpec<
   readonly success: {
     readonly status: 200 | 201 | 204;
     readonly schema?: z.ZodType;
+    /** A non-JSON answer's media type (documented as a string body): `text/event-stream`, `text/plain`. */
+    readonly mediaType?: string;
     readonly description: string;
   };
   readonly handler: (input: {

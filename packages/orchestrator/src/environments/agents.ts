@@ -1,6 +1,7 @@
 import { OrchError } from '@orch/protocol';
 import { AgentClient } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
+import type { OrchdMetrics } from '../metrics.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 
 /** Agent clients by host id, with each host's own (decrypted) token. */
@@ -9,11 +10,17 @@ export class Agents {
     private readonly hostsRepo: HostsRepo,
     private readonly hosts: HostService,
     private readonly timeoutMs: number,
+    private readonly metrics?: OrchdMetrics,
   ) {}
 
   async forHost(hostId: string): Promise<AgentClient> {
     const h = await this.hostsRepo.get(hostId);
     if (!h) throw OrchError.unavailable(`host ${hostId} is no longer registered`);
-    return new AgentClient(h.host.agent_url, this.hosts.tokenFor(h), this.timeoutMs);
+    return new AgentClient(
+      h.host.agent_url,
+      this.hosts.tokenFor(h),
+      this.timeoutMs,
+      this.metrics?.agentObserver(h.host.id),
+    );
   }
 }

@@ -18,6 +18,7 @@ import { randomId } from '../crypto/secrets.js';
 import type { TokenBox } from '../crypto/token-box.js';
 import { AgentCallError, MAX_ANSWER_BYTES } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
+import type { OrchdMetrics } from '../metrics.js';
 import { type EnvironmentRow, type EnvironmentsRepo, toEnvironment } from '../store/environments-repo.js';
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
@@ -54,6 +55,7 @@ export class EnvironmentService {
     private readonly box: TokenBox,
     private readonly timeouts: EnvironmentTimeouts,
     private readonly logger: Logger,
+    private readonly metrics?: OrchdMetrics,
   ) {}
 
   /**
@@ -86,6 +88,7 @@ export class EnvironmentService {
         spec: req.spec,
         ...(snapshot ? { onHost: snapshot.host_id } : {}),
       });
+      this.metrics?.placements.inc({ outcome: placement.ok ? 'placed' : placement.reason });
       if (!placement.ok) throw new OrchError(placement.code, placement.message);
       return this.repo.insert(
         {
@@ -115,6 +118,9 @@ export class EnvironmentService {
       this.logger.warn({ env: row.id, err: apiError.message }, 'environment creation failed');
       throw apiError;
     }
+    this.metrics?.environmentsCreated.inc({
+      origin: opts.restore ? 'restore' : opts.seed ? 'build' : 'request',
+    });
     this.watch(row.id);
     return toEnvironment((await this.repo.get(row.id))!);
   }

@@ -1,5 +1,6 @@
 import { AGENT_VM_PATHS, type AgentVm, AgentVmList, type EnvironmentState } from '@orch/protocol';
 import { type Logger, Periodic, type Service } from '@support/server';
+import type { OrchdMetrics } from '../metrics.js';
 import { ACTIVE_STATES, type EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -43,13 +44,22 @@ export class Reconciler implements Service {
     intervalMs: number,
     private readonly createTimeoutMs: number,
     private readonly logger: Logger,
+    private readonly metrics?: OrchdMetrics,
   ) {
     this.name = 'reconcile';
     this.periodic = new Periodic({
       name: this.name,
       intervalMs,
       log: logger,
-      tick: ({ now }) => this.once(now),
+      tick: async ({ now }) => {
+        try {
+          await this.once(now);
+          this.metrics?.reconcilerRuns.inc({ outcome: 'ok' });
+        } catch (err) {
+          this.metrics?.reconcilerRuns.inc({ outcome: 'failed' });
+          throw err;
+        }
+      },
     });
   }
 
@@ -91,6 +101,7 @@ export class Reconciler implements Service {
               env.state === 'stopping' ||
               (env.state === 'running' && !heldByAgent && expires && expires <= now)
             ) {
+              this.fixed(env.state === 'running' ? 'stop_expired' : 'retry_stop');
               await this.envs.stopOnAgent(
                 env,
                 env.state === 'running' ? 'max_runtime_seconds ran out' : null,
@@ -105,6 +116,7 @@ export class Reconciler implements Service {
                 await this.repo.transition(env.id, [env.state as EnvironmentState], 'error', {
                   last_error: 'the VM is gone from its host',
                 });
+                this.fixed('vm_gone');
                 this.logger.warn({ env: env.id }, 'VM is gone');
               }
             } else if (
@@ -113,6 +125,7 @@ export class Reconciler implements Service {
               now.getTime() - env.created_at.getTime() > this.createTimeoutMs
             ) {
               // creating -> error (drawn in @orch/protocol), then the VM is deleted on its agent.
+              this.fixed('create_timeout');
               await this.repo.transition(env.id, ['creating'], 'error', {
                 last_error: `the VM did not start within ${this.createTimeoutMs / 1000} s`,
               });
@@ -134,12 +147,18 @@ export class Reconciler implements Service {
           // Re-read: the environment may have been created after this round listed the active ones.
           const row = await this.repo.get(vm.id);
           if (row && ACTIVE_STATES.includes(row.state as EnvironmentState)) continue;
+          this.fixed('orphan_deleted');
           this.logger.warn({ host: host.id, vm: vm.id }, 'deleting an orphaned VM');
           const agent = await this.envs.agents.forHost(host.id);
           await agent.json('DELETE', AGENT_VM_PATHS.vm(vm.id)).catch(() => undefined);
         }
       }),
     );
-    await this.snapshots.collectGarbage(now);
+    const collected = await this.snapshots.collectGarbage(now);
+    if (collected > 0) this.metrics?.reconcilerFixes.inc({ action: 'snapshot_expired' }, collected);
+  }
+
+  private fixed(action: string): void {
+    this.metrics?.reconcilerFixes.inc({ action });
   }
 }

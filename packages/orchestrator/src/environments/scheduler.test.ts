@@ -44,6 +44,7 @@ describe('placement', () => {
     expect(r).toEqual({
       ok: false,
       code: 'unavailable',
+      reason: 'no_capacity',
       message:
         'no host can take this environment now: a: cordoned; b: health unreachable; c: 1 of 2 cpus free',
     });
@@ -53,12 +54,14 @@ describe('placement', () => {
     expect(place([host('a')], used([]), { spec: { ...spec, cpus: 64, image: 'arch' } })).toEqual({
       ok: false,
       code: 'invalid_argument',
+      reason: 'never_fits',
       message:
         'no registered microvm host could ever run this: image "arch" is on no host; 64 cpus (largest host has fewer)',
     });
     expect(place([host('a')], used([]), { spec: { ...spec, gpu: { model: 'h100', count: 1 } } })).toEqual({
       ok: false,
       code: 'invalid_argument',
+      reason: 'no_host_registered',
       message: 'no gpu host is registered',
     });
   });

@@ -1,4 +1,5 @@
 import type { Host, VmSpec } from '@orch/protocol';
+import type { PlacementFailure } from '../metrics.js';
 import type { HostUsage } from '../store/environments-repo.js';
 
 /** Where an environment must or may go. */
@@ -10,7 +11,13 @@ export interface PlacementRequest {
 
 export type Placement =
   | { readonly ok: true; readonly host: Host }
-  | { readonly ok: false; readonly code: 'invalid_argument' | 'unavailable'; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly code: 'invalid_argument' | 'unavailable';
+      readonly message: string;
+      /** Why, as a bounded metric label. */
+      readonly reason: PlacementFailure;
+    };
 
 const EMPTY: HostUsage = { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
 
@@ -38,6 +45,7 @@ export function place(
     return {
       ok: false,
       code: 'invalid_argument',
+      reason: 'no_host_registered',
       message:
         req.onHost !== undefined
           ? `host ${req.onHost} (where the snapshot is) is not a registered ${kind} host`
@@ -54,6 +62,7 @@ export function place(
     return {
       ok: false,
       code: 'invalid_argument',
+      reason: 'never_fits',
       message: `no registered ${kind} host could ever run this: ${[...missing].join('; ')}`,
     };
   }
@@ -78,6 +87,7 @@ export function place(
   return {
     ok: false,
     code: 'unavailable',
+    reason: 'no_capacity',
     message: `no host can take this environment now: ${reasons.join('; ')}`,
   };
 }

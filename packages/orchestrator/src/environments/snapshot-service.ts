@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { toOrchError } from '../api/errors.js';
 import { randomId } from '../crypto/secrets.js';
 import { AgentCallError } from '../hosts/agent-client.js';
+import type { OrchdMetrics } from '../metrics.js';
 import { type SnapshotRow, type SnapshotsRepo, toSnapshot } from '../store/snapshots-repo.js';
 import type { EnvironmentService } from './environment-service.js';
 
@@ -23,6 +24,7 @@ export class SnapshotService {
     private readonly repo: SnapshotsRepo,
     private readonly envs: EnvironmentService,
     private readonly logger: Logger,
+    private readonly metrics?: OrchdMetrics,
   ) {}
 
   /** Takes a snapshot of a running environment; `mode` and `export_status` are stored verbatim. */
@@ -55,6 +57,7 @@ export class SnapshotService {
           }
         : {}),
     });
+    const started = performance.now();
     try {
       const agent = await this.envs.agents.forHost(env.host_id);
       const artifact = await agent.json(
@@ -70,12 +73,14 @@ export class SnapshotService {
         arch: artifact.arch,
         size_bytes: artifact.size_bytes,
       });
+      this.measured('create', artifact.kind, 'ok', started);
       this.logger.info(
         { snapshot: id, env: env.id, kind: artifact.kind, requested_live: body.live },
         'snapshot ready',
       );
     } catch (err) {
       const apiError = toOrchError(err);
+      this.measured('create', body.live ? 'live' : 'disk', 'error', started);
       await this.repo.transition(id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ snapshot: id, err: apiError.message }, 'snapshot failed');
     }
@@ -147,10 +152,12 @@ export class SnapshotService {
         { state: row.state },
       );
     }
+    const started = performance.now();
+    let outcome = 'error';
     try {
       const source = await this.envs.row(row.vm_id);
       const secrets = this.envs.secretsOf(source);
-      return await this.envs.create(
+      const restored = await this.envs.create(
         {
           task_id: body.task_id ?? source.task_id,
           spec: {
@@ -164,9 +171,17 @@ export class SnapshotService {
         },
         { restore: row },
       );
+      outcome = 'ok';
+      return restored;
     } finally {
+      this.measured('restore', row.kind ?? 'disk', outcome, started);
       await this.repo.transition(id, ['restoring'], 'ready');
     }
+  }
+
+  private measured(operation: 'create' | 'restore', kind: string, outcome: string, started: number): void {
+    this.metrics?.snapshotOperations.inc({ operation, kind, outcome });
+    this.metrics?.snapshotDuration.observe({ operation, kind }, (performance.now() - started) / 1000);
   }
 
   /** Deletes snapshots whose `retention_until` has passed. */

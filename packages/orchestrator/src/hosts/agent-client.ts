@@ -6,7 +6,9 @@ import {
   errorFromBody,
   OrchError,
 } from '@orch/protocol';
+import { currentRequestId, REQUEST_ID_HEADER } from '@support/server';
 import type { z } from 'zod';
+import type { AgentCallObserver } from '../metrics.js';
 
 /** How an agent call failed, for the health monitor and registration. */
 export type AgentFailure =
@@ -62,6 +64,8 @@ export class AgentClient {
     readonly baseUrl: string,
     private readonly token: string,
     private readonly timeoutMs = 30_000,
+    /** Told of every JSON call's outcome and duration (metrics). */
+    private readonly observe?: AgentCallObserver,
   ) {}
 
   info(): Promise<AgentInfo> {
@@ -75,6 +79,26 @@ export class AgentClient {
     body?: unknown,
     schema?: S,
     opts: CallOptions = {},
+  ): Promise<z.output<S>> {
+    if (!this.observe) return this.call(method, path, body, schema, opts);
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      return await this.call(method, path, body, schema, opts);
+    } catch (err) {
+      outcome = err instanceof AgentCallError ? err.kind : 'error';
+      throw err;
+    } finally {
+      this.observe(outcome, (performance.now() - started) / 1000);
+    }
+  }
+
+  private async call<S extends z.ZodType>(
+    method: string,
+    path: string,
+    body: unknown,
+    schema: S | undefined,
+    opts: CallOptions,
   ): Promise<z.output<S>> {
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
@@ -109,12 +133,15 @@ export class AgentClient {
     signal: AbortSignal = AbortSignal.timeout(timeoutMs),
   ): Promise<Response> {
     let res: Response;
+    const requestId = currentRequestId();
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${this.token}`,
           accept: 'application/json',
+          // The request being served, so one create can be followed in orchd's and the agent's logs.
+          ...(requestId ? { [REQUEST_ID_HEADER]: requestId } : {}),
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
         },
         redirect: 'manual',

@@ -13,6 +13,8 @@ export interface Store {
   /** Whether API keys are accepted: only with `DATABASE_URL` (orchestrator.md, "API key"). */
   readonly keyStore: boolean;
   readonly mode: 'embedded' | 'server';
+  /** Where the store is, for a connection of its own (LISTEN for the event stream). */
+  readonly connectionString: string;
   close(): Promise<void>;
 }
 
@@ -58,7 +60,13 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
     await close();
     throw err;
   }
-  return { db, keyStore: config.databaseUrl !== '', mode: embedded ? 'embedded' : 'server', close };
+  return {
+    db,
+    keyStore: config.databaseUrl !== '',
+    mode: embedded ? 'embedded' : 'server',
+    connectionString: poolConfig.connectionString!,
+    close,
+  };
 }
 
 async function migrate(db: Kysely<Database>, logger: Logger): Promise<void> {

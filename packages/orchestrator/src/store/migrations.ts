@@ -118,6 +118,65 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // Events (GET /v1/events): written by triggers in the same transaction as the change, so every
+  // orchd on the database (and any writer) produces them; NOTIFY wakes every orchd's streams.
+  // Payloads name only non-secret columns.
+  '0004_events': {
+    async up(db: Kysely<unknown>) {
+      await sql`CREATE TABLE orch_events (
+        id bigserial PRIMARY KEY,
+        type text NOT NULL,
+        payload jsonb NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      )`.execute(db);
+      await sql`CREATE INDEX orch_events_created ON orch_events (created_at)`.execute(db);
+      await sql`CREATE FUNCTION orch_record_event() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+          kind text := TG_ARGV[0];
+          fields text[] := string_to_array(TG_ARGV[1], ',');
+          row_now jsonb;
+          row_before jsonb;
+          typ text;
+          body jsonb;
+          event_id bigint;
+        BEGIN
+          IF TG_OP <> 'INSERT' THEN row_before := to_jsonb(OLD); END IF;
+          IF TG_OP <> 'DELETE' THEN row_now := to_jsonb(NEW); END IF;
+          IF TG_OP = 'INSERT' THEN
+            typ := kind || '.created';
+          ELSIF TG_OP = 'DELETE' THEN
+            typ := kind || '.deleted';
+            row_now := row_before;
+          ELSE
+            IF (SELECT bool_and(row_now -> f IS NOT DISTINCT FROM row_before -> f)
+                FROM unnest(fields) AS f) THEN
+              RETURN NULL;
+            END IF;
+            typ := kind || '.updated';
+          END IF;
+          SELECT jsonb_object_agg(f, row_now -> f) INTO body FROM unnest(fields) AS f;
+          IF TG_OP = 'UPDATE' THEN
+            body := body || jsonb_build_object('previous_state', row_before -> 'state');
+          END IF;
+          INSERT INTO orch_events (type, payload) VALUES (typ, body) RETURNING id INTO event_id;
+          PERFORM pg_notify('orch_events', event_id::text);
+          RETURN NULL;
+        END $$`.execute(db);
+      const watched: [string, string, string][] = [
+        ['environments', 'environment', 'id,state,host_id,task_id,last_error,restored_from_snapshot_id'],
+        ['snapshots', 'snapshot', 'id,state,vm_id,host_id,kind,last_error'],
+        ['hosts', 'host', 'id,kind,state,health'],
+      ];
+      for (const [table, kind, fields] of watched) {
+        await sql
+          .raw(
+            `CREATE TRIGGER ${table}_events AFTER INSERT OR UPDATE OR DELETE ON ${table}
+             FOR EACH ROW EXECUTE FUNCTION orch_record_event('${kind}', '${fields}')`,
+          )
+          .execute(db);
+      }
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -112,6 +112,14 @@ export interface SnapshotExportsTable {
   last_error: string | null;
 }
 
+/** Events of GET /v1/events, written by triggers (migration 0004). */
+export interface OrchEventsTable {
+  id: ColumnType<string, never, never>;
+  type: string;
+  payload: unknown;
+  created_at: GeneratedTimestamp;
+}
+
 export interface Database {
   environments: EnvironmentsTable;
   snapshots: SnapshotsTable;
@@ -119,4 +127,5 @@ export interface Database {
   hosts: HostsTable;
   api_keys: ApiKeysTable;
   settings: SettingsTable;
+  orch_events: OrchEventsTable;
 }

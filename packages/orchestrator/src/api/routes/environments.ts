@@ -114,6 +114,7 @@ export function environmentRoutes(
       method: 'GET',
       path: '/v1/environments/{id}/attach',
       access: 'master',
+      websocket: true,
       tag: 'environments',
       summary:
         "The guest's serial console over WebSocket (binary frames both ways); without an Upgrade: websocket header, 426",

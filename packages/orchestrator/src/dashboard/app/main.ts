@@ -5,10 +5,10 @@ import { type Session, startShell } from './shell.js';
 
 /**
  * The orchd dashboard: a single page with hash routes (#/hosts, #/environments, #/snapshots,
- * #/keys, #/new). Live state comes from polling the API every 2 s; every error shows the API's
+ * #/keys, #/new). Live lists re-render on each event of `GET /v1/events`; every error shows the API's
  * `error.message`. Secrets are never rendered, except a new API key's secret, once.
  *
- * Layout: `shell.ts` (header, routes, polling), `login.ts`, one file per page in `views/`, shared
+ * Layout: `shell.ts` (header, routes, the event stream), `login.ts`, one file per page in `views/`, shared
  * pieces in `widgets.ts` and `dom.ts`, the API call in `api.ts`.
  */
 const root = document.getElementById('root')!;

@@ -1,4 +1,4 @@
-// The dashboard's shell: header, navigation, hash routes, and polling of the live pages.
+// The dashboard's shell: header, navigation, hash routes, and live pages re-rendered from the event stream.
 import { api } from './api.js';
 import { h, mount, toast } from './dom.js';
 import { keysView } from './views/api-keys.js';
@@ -14,8 +14,12 @@ export interface Session {
   api_keys: boolean;
 }
 
-const POLL_MS = 2000;
-let poll: number | undefined;
+/** Events that arrive together (a create moves several records) re-render once. */
+const DEBOUNCE_MS = 150;
+/** The live page's re-render, called on each event of `GET /v1/events`; none on other pages. */
+let onEvent: (() => void) | undefined;
+let pending: number | undefined;
+let events: EventSource | undefined;
 
 const VIEWS: Record<
   string,
@@ -32,13 +36,25 @@ const VIEWS: Record<
 export function startShell(root: HTMLElement, session: Session): void {
   const route = () => showRoute(root, session);
   window.addEventListener('hashchange', route);
+  // One stream for the page's lifetime (same-origin, the session cookie authenticates it); the
+  // browser reconnects by itself after a drop, resuming with Last-Event-ID.
+  events = new EventSource('/v1/events');
+  const changed = () => {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(() => onEvent?.(), DEBOUNCE_MS);
+  };
+  for (const kind of ['environment', 'snapshot', 'host'])
+    for (const what of ['created', 'updated', 'deleted']) events.addEventListener(`${kind}.${what}`, changed);
+  // After a drop the stream resumes without loss, but a list may have missed nothing or a trimmed
+  // event: render again when it is back.
+  events.addEventListener('open', changed);
   route();
 }
 
 function showRoute(root: HTMLElement, session: Session): void {
   const name = location.hash.replace(/^#\//, '') || 'environments';
   const view = VIEWS[name] ?? VIEWS.environments!;
-  window.clearInterval(poll);
+  onEvent = undefined;
   const main = h('main');
   const nav = h(
     'nav',
@@ -51,6 +67,9 @@ function showRoute(root: HTMLElement, session: Session): void {
     'button',
     {
       onclick: async () => {
+        // No re-render (and no 401 from it) may race the navigation to the login page.
+        onEvent = undefined;
+        events?.close();
         await api('POST', '/logout').catch(() => undefined);
         location.assign('/login');
       },
@@ -84,5 +103,5 @@ function showRoute(root: HTMLElement, session: Session): void {
     }
   };
   void render();
-  if (view.live) poll = window.setInterval(render, POLL_MS);
+  if (view.live) onEvent = () => void render();
 }

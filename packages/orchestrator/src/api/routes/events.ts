@@ -1,0 +1,82 @@
+import { OrchError, SESSION_COOKIE } from '@orch/protocol';
+import { getCookie } from 'hono/cookie';
+import { streamSSE } from 'hono/streaming';
+import { z } from 'zod';
+import type { Authenticator } from '../../auth/authenticator.js';
+import type { EventHub } from '../../events/event-hub.js';
+import { toOrchError } from '../errors.js';
+import { type AnyRoute, route } from '../route.js';
+
+const EVENT_ID = /^\d{1,18}$/;
+
+/**
+ * `GET /v1/events`: Server-Sent Events of environment, snapshot and host changes made through any
+ * orchd on the database (see the README, "Events"). Resumes after `Last-Event-ID` (or `?after=`);
+ * without either, starts at the newest event. A heartbeat comment every `heartbeatMs`, at which the
+ * caller's credentials are checked again: a revoked key gets an `error` event and the stream ends.
+ */
+export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: number): AnyRoute[] {
+  return [
+    route({
+      method: 'GET',
+      path: '/v1/events',
+      access: 'authenticated',
+      tag: 'events',
+      summary:
+        'Event stream (text/event-stream): environment.*, snapshot.*, host.* (created, updated, deleted); resumable with Last-Event-ID',
+      query: z.object({
+        after: z
+          .string()
+          .regex(EVENT_ID, 'must be an event id (digits)')
+          .optional()
+          .describe('resume after this event id (Last-Event-ID wins when both are sent)'),
+      }),
+      success: {
+        status: 200,
+        mediaType: 'text/event-stream',
+        description: 'text/event-stream; each event: id, event (its type), data (JSON)',
+      },
+      handler: async ({ query, c }) => {
+        const last = c.req.header('last-event-id');
+        if (last !== undefined && !EVENT_ID.test(last))
+          throw OrchError.invalid('Last-Event-ID: must be an event id (digits)');
+        const given = last ?? query.after;
+        let cursor = given !== undefined ? Number(given) : await hub.head();
+        const creds = {
+          authorization: c.req.header('authorization'),
+          sessionCookie: getCookie(c, SESSION_COOKIE),
+        };
+        const raw = streamSSE(c, async (stream) => {
+          const closed = new AbortController();
+          stream.onAbort(() => closed.abort());
+          hub.stopped.addEventListener('abort', () => closed.abort(), { once: true });
+          let beatAt = Date.now() + heartbeatMs;
+          await stream.write(': events\n\n');
+          while (!closed.signal.aborted) {
+            for (const e of await hub.read(cursor)) {
+              await stream.writeSSE({
+                id: String(e.id),
+                event: e.type,
+                data: JSON.stringify({ ...e.data, at: e.at }),
+              });
+              cursor = e.id;
+            }
+            if (Date.now() >= beatAt) {
+              try {
+                await auth.authenticate(creds);
+              } catch (err) {
+                await stream.writeSSE({ event: 'error', data: JSON.stringify(toOrchError(err).toBody()) });
+                return;
+              }
+              await stream.write(': heartbeat\n\n');
+              beatAt = Date.now() + heartbeatMs;
+            }
+            await hub.wait(Math.max(10, beatAt - Date.now()), closed.signal);
+          }
+        });
+        raw.headers.set('cache-control', 'no-store');
+        return { status: 200, raw };
+      },
+    }),
+  ];
+}
