@@ -10,13 +10,9 @@ import type {
   SchemaPayload,
   UpdatePayload,
 } from '@board/protocol';
-import {
-  type DuckDBAppender,
-  type DuckDBConnection,
-  DuckDBInstance,
-  DuckDBTimestampValue,
-} from '@duckdb/node-api';
+import { type DuckDBAppender, type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
+import { appendRow } from './append-row.js';
 import { REPLICA_TABLE } from './query-guard.js';
 import { ReadConnection, type SnapshotResult } from './read-connection.js';
 import type { QueryLimits } from './result-reader.js';
@@ -378,38 +374,6 @@ export class Replica {
     stmt.bind(values);
     await stmt.run();
     stmt.destroySync();
-  }
-}
-
-function appendRow(appender: DuckDBAppender, columns: ColumnDef[], row: Row, updatedAt: number): void {
-  appendCell(appender, 'TEXT', row.id ?? null);
-  appendCell(appender, 'TIMESTAMP', updatedAt);
-  appendCell(appender, 'TEXT', row.state ?? null);
-  for (const c of columns) appendCell(appender, c.type, row[c.name] ?? null);
-  appender.endRow();
-}
-
-function appendCell(appender: DuckDBAppender, type: ColumnType, value: Cell): void {
-  if (value === null) {
-    appender.appendNull();
-    return;
-  }
-  switch (type) {
-    case 'TEXT':
-      appender.appendVarchar(String(value));
-      break;
-    case 'INTEGER':
-      appender.appendBigInt(BigInt(value as number));
-      break;
-    case 'DOUBLE':
-      appender.appendDouble(Number(value));
-      break;
-    case 'BOOLEAN':
-      appender.appendBoolean(Boolean(value));
-      break;
-    case 'TIMESTAMP':
-      appender.appendTimestamp(new DuckDBTimestampValue(BigInt(value as number)));
-      break;
   }
 }
 
