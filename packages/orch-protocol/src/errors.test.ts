@@ -15,7 +15,14 @@ describe('OrchError and errorFromBody', () => {
       fc.property(
         fc.constantFrom(...ERROR_CODES),
         fc.string(),
-        fc.option(fc.dictionary(fc.string({ minLength: 1 }), fc.jsonValue()), { nil: undefined }),
+        // `__proto__` is the one key the parser drops on purpose (see the next test).
+        fc.option(
+          fc.dictionary(
+            fc.string({ minLength: 1 }).filter((k) => k !== '__proto__'),
+            fc.jsonValue(),
+          ),
+          { nil: undefined },
+        ),
         fc.option(fc.integer({ min: 400, max: 599 }), { nil: undefined }),
         (code, message, details, status) => {
           const sent = new OrchError(code, message, details, status);
@@ -26,6 +33,16 @@ describe('OrchError and errorFromBody', () => {
         },
       ),
     );
+  });
+
+  test('a __proto__ key in details is dropped, never set as a prototype', () => {
+    const body = JSON.parse(
+      '{"error":{"code":"not_found","message":"m","details":{"__proto__":{"polluted":1},"k":2}}}',
+    );
+    const got = errorFromBody(404, body);
+    expect(got.details).toEqual({ k: 2 });
+    expect(Object.getPrototypeOf(got.details)).toBe(Object.prototype);
+    expect(({} as { polluted?: number }).polluted).toBeUndefined();
   });
 
   test('an answer that is not the envelope still becomes an OrchError, by status', () => {
