@@ -61,6 +61,14 @@ export {
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export {
+  EnvironmentLogsQuery,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
+  LOG_WINDOW_BYTES,
+  LogWindowQuery,
+  logWindow,
+} from './logs.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,
