@@ -57,6 +57,9 @@ export {
   HOST_STATES,
   Host,
   HostAction,
+  HostCapacityHistory,
+  HostCapacityQuery,
+  HostCapacitySample,
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
