@@ -6,9 +6,7 @@ import { out, outputOf } from './output.js';
 export function addBuild(program: Command): void {
   program
     .command('build')
-    .description(
-      'Run the setup lines of a definition file into build layers (one cached disk snapshot per line); prints the artifact for orch up --from-build',
-    )
+    .description('Build the setup lines of a definition file into cached layers (for up --from-build)')
     .argument('[path]', 'definition file, or a directory holding orch.yaml or orch.yml')
     .option('-f, --file <path>', 'definition file (wins over [path]; default: orch.yaml, orch.yml here)')
     .option('--task-id <id>', 'task id of the build (default: name of the definition file’s directory)')

@@ -23,6 +23,9 @@ import { BUILD_LINE_ENV, layerKeys, secretMacs } from './layer-key.js';
 /** The image a spec without `image` boots (the agent's default). */
 export const DEFAULT_BUILD_IMAGE = 'busybox';
 
+/** What the guest accepts as an environment variable name (ExecRequest.env). */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
 /** How much of a failed line's output the build record keeps (its end). */
 const OUTPUT_TAIL = 64 * 1024;
 
@@ -83,7 +86,8 @@ export class BuildService implements Service {
     // Own properties only: a name like `__proto__` is a name like any other.
     const secrets = new Map(Object.entries(req.secrets));
     for (const name of secrets.keys()) {
-      if (!SECRET_NAME.test(name)) {
+      // Setup lines see each secret as an environment variable (as the startup script does).
+      if (!SECRET_NAME.test(name) || !ENV_NAME.test(name)) {
         throw OrchError.invalid(
           `secrets: name ${JSON.stringify(name.slice(0, 130))} must be ${SECRET_NAME_RULE}`,
           {
