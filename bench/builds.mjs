@@ -29,6 +29,7 @@ const agent = await startBenchAgent({ images: ['busybox'] });
 const orchd = await startOrchd({
   MICROVM_AGENT_TOKEN: 'bench-agent-token',
   ORCH_RECONCILE_INTERVAL_SEC: '2',
+  ORCH_LOG_LEVEL: 'warn',
 });
 async function api(method, path, body) {
   const res = await fetch(`${orchd.url}${path}`, {
