@@ -32,7 +32,7 @@ describeStore('server')('builds on the server store', () => {
   const as = { token: MASTER };
   const post = (body: unknown) => orchd.request('POST', '/v1/builds', { ...as, body });
   const until = async (id: string, state: string) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < 1200; i++) {
       const b = (await orchd.request('GET', `/v1/builds/${id}`, as)).body as Build;
       if (b.state === state) return b;
       await new Promise((r) => setTimeout(r, 50));
@@ -202,6 +202,42 @@ describeStore('server')('builds on the server store', () => {
       await db.end();
     }
   });
+
+  test('GC never deletes an expired layer a running build uses', async () => {
+    const base = await until(((await post(request(['echo base']))).body as Build).id, 'ready');
+    const layer = base.artifact_snapshot_id!;
+    agent.hangCreate = true; // the build VM never comes: the build stays running
+    let running: Build;
+    try {
+      running = (await post(request(['echo base', 'echo more']))).body as Build;
+      expect(running.steps.map((s) => s.state)).toEqual(['cached', 'pending']);
+      const db = new pg.Client({ connectionString: databaseUrl });
+      await db.connect();
+      try {
+        await db.query(`UPDATE snapshots SET retention_until = now() - interval '1 day' WHERE id = $1`, [
+          layer,
+        ]);
+      } finally {
+        await db.end();
+      }
+      // Several reconciler rounds (1 s) pass while the build still runs: the layer stays.
+      await new Promise((r) => setTimeout(r, 3500));
+      expect(((await orchd.request('GET', `/v1/builds/${running.id}`, as)).body as Build).state).toBe(
+        'running',
+      );
+      expect((await orchd.request('GET', `/v1/snapshots/${layer}`, as)).status).toBe(200);
+    } finally {
+      agent.hangCreate = false;
+    }
+    // The agent call times out (30 s): the build fails, the layer is no longer in use and goes.
+    const failed = await until(running.id, 'failed');
+    expect(failed.last_error).toContain('no answer');
+    for (let i = 0; i < 100; i++) {
+      if ((await orchd.request('GET', `/v1/snapshots/${layer}`, as)).status === 404) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await orchd.request('GET', `/v1/snapshots/${layer}`, as)).status).toBe(404);
+  }, 120_000);
 
   test('an expired layer is no cache hit: the line is built again', async () => {
     const built = await until(((await post(request(['echo expired']))).body as Build).id, 'ready');
