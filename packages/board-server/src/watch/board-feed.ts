@@ -1,6 +1,6 @@
 import type { ChangeRecord } from '@board/protocol';
 import { COMMITTED_AT, readChangesPage } from '../changelog/changes-reader.js';
-import { sseFrame } from './sse-frames.js';
+import { type SseFrame, sseFrame } from './sse-frames.js';
 import type { WatchSettings } from './watch-hub.js';
 import { PAGE, type WatchStream } from './watch-stream.js';
 
@@ -102,7 +102,7 @@ export class BoardFeed {
   }
 
   /** Writes `frame` to every live stream that has not seen `seq`; returns how many got it. */
-  #fanOut(frame: Buffer, seq: number): number {
+  #fanOut(frame: SseFrame, seq: number): number {
     let n = 0;
     for (const s of this.#live) if (s.deliver(frame, seq)) n++;
     return n;

@@ -4,7 +4,7 @@ import { COMMITTED_AT, readBoardHead, readChangesPage } from '../changelog/chang
 import { boardError, toWireError } from '../errors.js';
 import type { BoardFeed } from './board-feed.js';
 import type { WatchSink } from './response-sink.js';
-import { HEARTBEAT_FRAME, sseFrame } from './sse-frames.js';
+import { HEARTBEAT_FRAME, type SseFrame, sseFrame } from './sse-frames.js';
 import type { WatchSettings } from './watch-hub.js';
 
 /** Records read per catch-up page. */
@@ -102,7 +102,7 @@ export class WatchStream {
    * Called by the feed for each frame while live: written when `seq` is news to this stream;
    * a stream that still holds more than the buffer limit unsent is cut off instead.
    */
-  deliver(frame: Buffer, seq: number): boolean {
+  deliver(frame: SseFrame, seq: number): boolean {
     if (this.#state !== 'live' || seq <= this.cursor) return false;
     if (this.sink.buffered > this.settings.bufferBytes) {
       this.#cut();
