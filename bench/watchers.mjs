@@ -7,7 +7,9 @@
 //     before the insert request to the `change` event arriving on the last of the streams
 //     ("reaches all of them"), and over every (write, stream) delivery; p50/p99.
 // Usage: node bench/watchers.mjs [count ...]   (default: 1000 10000)
-//   BOARD_BENCH_BIN: another build's board-node (e.g. main's, for a before/after run)
+//   BOARD_BENCH_BIN: another build's board-node instead of this checkout's
+//   BENCH_COMPARE_BIN: a second build (e.g. main's) started beside it on the same Postgres and
+//     board; each count is then measured on one node, then on the other, alternately
 //   BENCH_WRITES: writes per count (default 50)
 // Everything runs on loopback: a PostgreSQL 15 server on a free port and one board-node. Needs
 // about count + 200 file descriptors in this process and in the node: the script re-runs itself
@@ -23,6 +25,7 @@ import { TestPostgres } from '@support/pg/test-server';
 const execFile = promisify(execFileCb);
 const ROOT = resolve(import.meta.dirname, '..');
 const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
+const COMPARE = process.env.BENCH_COMPARE_BIN;
 const COUNTS = process.argv.slice(2).length > 0 ? process.argv.slice(2).map(Number) : [1000, 10_000];
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
 const BOARD = 'fanout';
@@ -55,9 +58,9 @@ function quantile(xs, q) {
 const ms = (x) => `${x.toFixed(1)} ms`;
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
-async function startNode(url) {
+async function startNode(url, bin) {
   const dataDir = await mkdtemp(join(tmpdir(), 'board-bench-watch-'));
-  const proc = spawn(process.execPath, [BIN], {
+  const proc = spawn(process.execPath, [bin], {
     env: {
       PATH: process.env.PATH,
       DATABASE_URL: url,
@@ -97,13 +100,21 @@ async function rpc(base, procedure, body) {
   return env.value;
 }
 
-/** The node's memory: RSS from /proc, V8 heap used from its /metrics. */
+/**
+ * The node's memory (RSS from /proc, V8 heap used from its /metrics) and its change-lag histogram's
+ * sum and count (from a change's commit to its write on a stream, as the node measures it).
+ */
 async function nodeMemory(base, pid) {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) * 1024;
   const metrics = await (await fetch(`${base}/metrics`)).text();
-  const heap = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? Number.NaN);
-  return { rss, heap };
+  const num = (name) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+  return {
+    rss,
+    heap: num('nodejs_heap_size_used_bytes'),
+    lagSum: num('board_node_change_lag_seconds_sum'),
+    lagCount: num('board_node_change_lag_seconds_count'),
+  };
 }
 
 /**
@@ -156,69 +167,79 @@ async function main() {
   await execFile(process.execPath, [BIN, 'board', 'create', BOARD, '--column', 'title:TEXT'], {
     env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: tmpdir(), BOARD_LOG_LEVEL: 'warn' },
   });
-  const { base, pid } = await startNode(url);
-  // Warm the node: a write, a watch, a query.
-  await rpc(base, 'mutate.insert', { rows: [{ id: 'warm', title: 'x' }] });
+  const nodes = [{ name: 'this build', ...(await startNode(url, BIN)) }];
+  if (COMPARE) nodes.push({ name: 'compared build', ...(await startNode(url, COMPARE)) });
+  // Warm the nodes: a write, seen by both.
+  await rpc(nodes[0].base, 'mutate.insert', { rows: [{ id: 'warm', title: 'x' }] });
   const rows = [];
-  let written = 0;
+  let written = 1;
   for (const count of COUNTS) {
-    for (let i = 0; i < 300; i++) await rpc(base, 'node.stats', {});
-    await sleep(1000);
-    const before = await nodeMemory(base, pid);
-    const arrivals = new Map();
-    const t0 = performance.now();
-    const sockets = await openWatchers(base, count, arrivals);
-    await waitWatchers(base, count);
-    const openSec = (performance.now() - t0) / 1000;
-    await sleep(2000);
-    // Some requests, so that the young generation is collected and short-lived garbage from
-    // opening the streams does not count as per-watcher memory.
-    for (let i = 0; i < 300; i++) await rpc(base, 'node.stats', {});
-    await sleep(1000);
-    const after = await nodeMemory(base, pid);
-    const toAll = [];
-    const each = [];
-    let complete = 0;
-    for (let w = 0; w < WRITES; w++) {
-      const times = [];
-      const t = performance.now();
-      // The seq is known only from the answer, so arrivals are keyed by the seq this write will get.
-      arrivals.set(written + 2, times);
-      const { watermark } = await rpc(base, 'mutate.insert', {
-        rows: [{ id: `w-${count}-${w}`, title: 'x' }],
-      });
-      written++;
-      if (watermark !== written + 1) throw new Error(`unexpected watermark ${watermark}`);
-      for (let i = 0; i < 100 && times.length < count; i++) await sleep(20);
-      if (times.length === count) complete++;
-      for (const a of times) each.push(a - t);
-      if (times.length > 0) toAll.push(Math.max(...times) - t);
-      await sleep(200);
+    for (const { name, base, pid } of nodes) {
+      for (let i = 0; i < 300; i++) await rpc(base, 'node.stats', {});
+      await sleep(1000);
+      const before = await nodeMemory(base, pid);
+      const arrivals = new Map();
+      const t0 = performance.now();
+      const sockets = await openWatchers(base, count, arrivals);
+      await waitWatchers(base, count);
+      const openSec = (performance.now() - t0) / 1000;
+      await sleep(2000);
+      // Some requests, so that the young generation is collected and short-lived garbage from
+      // opening the streams does not count as per-watcher memory.
+      for (let i = 0; i < 300; i++) await rpc(base, 'node.stats', {});
+      await sleep(1000);
+      const after = await nodeMemory(base, pid);
+      const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
+      const toAll = [];
+      const each = [];
+      let complete = 0;
+      for (let w = 0; w < WRITES; w++) {
+        const times = [];
+        const t = performance.now();
+        // The seq is known only from the answer, so arrivals are keyed by the seq this write will get.
+        arrivals.set(written + 1, times);
+        const { watermark } = await rpc(base, 'mutate.insert', {
+          rows: [{ id: `w-${name}-${count}-${w}`, title: 'x' }],
+        });
+        written++;
+        if (watermark !== written) throw new Error(`unexpected watermark ${watermark}`);
+        for (let i = 0; i < 250 && times.length < count; i++) await sleep(20);
+        if (times.length === count) complete++;
+        for (const a of times) each.push(a - t);
+        if (times.length > 0) toAll.push(Math.max(...times) - t);
+        await sleep(200);
+      }
+      const end = await nodeMemory(base, pid);
+      // Node side: mean time from commit to the write on a stream, over every delivery.
+      const nodeLag = ((end.lagSum - after.lagSum) / (end.lagCount - after.lagCount)) * 1000;
+      const rssEach = (after.rss - before.rss) / count;
+      const heapEach = (after.heap - before.heap) / count;
+      console.log(
+        `\n${name}: ${count} idle watchers (opened in ${openSec.toFixed(1)} s; load average ${load}): node RSS +${(rssEach / 1024).toFixed(1)} KiB and V8 heap +${(heapEach / 1024).toFixed(1)} KiB per watcher (RSS ${(before.rss / 2 ** 20).toFixed(0)} -> ${(after.rss / 2 ** 20).toFixed(0)} MiB)`,
+      );
+      console.log(
+        `  write -> every watcher (${complete}/${WRITES} writes reached all ${count}): p50 ${ms(quantile(toAll, 0.5))}  p99 ${ms(quantile(toAll, 0.99))}; each delivery p50 ${ms(quantile(each, 0.5))}  p99 ${ms(quantile(each, 0.99))}; in the node, commit -> written to the stream: mean ${Number.isNaN(nodeLag) ? 'n/a' : ms(nodeLag)}`,
+      );
+      rows.push([
+        name,
+        count,
+        `${(rssEach / 1024).toFixed(1)} KiB`,
+        `${(heapEach / 1024).toFixed(1)} KiB`,
+        ms(quantile(toAll, 0.5)),
+        ms(quantile(toAll, 0.99)),
+        ms(quantile(each, 0.99)),
+        Number.isNaN(nodeLag) ? 'n/a' : ms(nodeLag),
+        `${complete}/${WRITES}`,
+        load,
+      ]);
+      for (const s of sockets) s.destroy();
+      await waitWatchers(base, 0);
     }
-    const rssEach = (after.rss - before.rss) / count;
-    const heapEach = (after.heap - before.heap) / count;
-    console.log(
-      `\n${count} idle watchers (opened in ${openSec.toFixed(1)} s): node RSS +${(rssEach / 1024).toFixed(1)} KiB and V8 heap +${(heapEach / 1024).toFixed(1)} KiB per watcher (RSS ${(before.rss / 2 ** 20).toFixed(0)} -> ${(after.rss / 2 ** 20).toFixed(0)} MiB)`,
-    );
-    console.log(
-      `  write -> every watcher (${complete}/${WRITES} writes reached all ${count}): p50 ${ms(quantile(toAll, 0.5))}  p99 ${ms(quantile(toAll, 0.99))}; each delivery p50 ${ms(quantile(each, 0.5))}  p99 ${ms(quantile(each, 0.99))}`,
-    );
-    rows.push([
-      count,
-      `${(rssEach / 1024).toFixed(1)} KiB`,
-      `${(heapEach / 1024).toFixed(1)} KiB`,
-      ms(quantile(toAll, 0.5)),
-      ms(quantile(toAll, 0.99)),
-      ms(quantile(each, 0.99)),
-      `${complete}/${WRITES}`,
-    ]);
-    for (const s of sockets) s.destroy();
-    await waitWatchers(base, 0);
   }
   console.log(
-    '\n| watchers | RSS per watcher | heap per watcher | write -> all, p50 | write -> all, p99 | each delivery, p99 | writes reaching all |',
+    '\n| node | watchers | RSS per watcher | heap per watcher | write -> all, p50 | write -> all, p99 | each delivery, p99 | in the node, mean | writes reaching all | load average |',
   );
-  console.log('|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }
 
