@@ -43,6 +43,8 @@ export class ResponseSink implements WatchSink {
     res.once('close', () => {
       this.#closed = true;
     });
+    // A client gone before the route ran: 'close' has fired already.
+    if (res.destroyed || !res.socket || res.socket.destroyed) this.#closed = true;
   }
 
   write(frame: SseFrame): void {
