@@ -17,8 +17,7 @@ export interface WatchOptions {
  * ```
  *   connecting ──200──▶ streaming ──change──▶ yield { resync:false, records } (last = seq)
  *        ▲                  │ ──resync {from}──▶ yield { resync:true, from } (last = from)
- *        │◀─────────────────│ ──error {SlowConsumer}──▶ reconnect at once with after=last
- *        │                  │ ──error {_tag} (any other)──▶ throw BoardError
+ *        │                  │ ──error {_tag}──▶ throw BoardError (SlowConsumer included)
  *        │                  │ ──server ended the stream──▶ done
  *        │                  │ ──signal aborted──▶ done
  *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, or silent: no headers within
@@ -32,9 +31,9 @@ export interface WatchOptions {
  * from `node` as the watermark to resume from (see `startAt`).
  *
  * `SlowConsumer`: a node cuts off a stream that holds more than its buffer limit unsent (this
- * consumer iterates more slowly than changes arrive); the error event comes after every record
- * the stream was sent, so the iterator reconnects from `last` at once instead of throwing, and the
- * consumer sees every record once (the catch-up after the reconnect is paced by the consumer).
+ * consumer iterates more slowly than changes arrive). The error event comes after every record the
+ * stream was sent, and is thrown like any server `error` event (the spec's rule); the consumer
+ * resumes with `watch({ after: <the last seq it saw> })` and loses nothing.
  */
 export async function* watchStream(
   config: TransportConfig,
@@ -91,9 +90,8 @@ export async function* watchStream(
     const pending: EventSourceMessage[] = [];
     const parser = createParser({ onEvent: (e) => pending.push(e) });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-    let resume = false;
     try {
-      while (!resume) {
+      for (;;) {
         const { done, value } = await reader.read();
         if (done) return; // the server closed the stream (token expired, node stopping)
         feed();
@@ -121,12 +119,6 @@ export async function* watchStream(
               records = [];
             }
             const body = JSON.parse(e.data) as { _tag?: string; message?: string };
-            // The node cut this stream off because this consumer read too slowly; everything
-            // before the error event was delivered, so resuming after `last` loses nothing.
-            if (body._tag === 'SlowConsumer') {
-              resume = true;
-              break;
-            }
             throw new BoardError((body._tag ?? 'Internal') as BoardError['_tag'], body.message ?? '');
           }
         }
