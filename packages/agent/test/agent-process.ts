@@ -37,7 +37,7 @@ export function runSetup(): string {
   const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
     encoding: 'utf8',
     timeout: 1_200_000,
-    env: { ...process.env, AGENT_IMAGES: 'busybox,debian-12' },
+    env: { ...process.env, AGENT_IMAGES: process.env.AGENT_IMAGES || 'busybox,debian-12' },
   });
   if (r.status !== 0) throw new Error(`orch-agent setup failed:\n${r.stdout}\n${r.stderr}`);
   return r.stdout;

@@ -61,6 +61,15 @@ export {
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export {
+  MAX_SERVICES,
+  type ManifestService,
+  manifestServices,
+  SERVICE_NAME,
+  SERVICE_STATES,
+  ServiceStatus,
+  serviceImageName,
+} from './services.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,
