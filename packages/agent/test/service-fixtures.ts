@@ -20,7 +20,8 @@ export function buildServiceImage(dir: string): string {
   const root = join(bundle, 'rootfs');
   for (const d of ['bin', 'etc', 'tmp', 'www/cgi-bin']) mkdirSync(join(root, d), { recursive: true });
   sh(`cp /bin/busybox ${root}/bin/busybox && chmod 1777 ${root}/tmp`);
-  for (const applet of ['sh', 'cat', 'echo', 'id', 'pwd', 'httpd', 'sleep']) symlinkSync('busybox', join(root, 'bin', applet));
+  for (const applet of ['sh', 'cat', 'echo', 'id', 'pwd', 'httpd', 'sleep'])
+    symlinkSync('busybox', join(root, 'bin', applet));
   writeFileSync(
     join(root, 'bin/start'),
     '#!/bin/sh\necho "service $NAME starting as uid $(id -u) in $(pwd)"\n' +

@@ -67,6 +67,7 @@ export {
   manifestServices,
   SERVICE_NAME,
   SERVICE_STATES,
+  ServiceLogQuery,
   ServiceStatus,
   serviceImageName,
 } from './services.js';

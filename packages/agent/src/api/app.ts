@@ -11,6 +11,7 @@ import {
   CreateVmRequest,
   ExecRequest,
   issuesDetails,
+  ServiceLogQuery,
 } from '@orch/protocol';
 import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
@@ -89,7 +90,23 @@ export function buildApp(deps: AppDeps): Hono {
   app.post(route(AGENT_ROUTES.exec), async (c) =>
     c.json(await vms.exec(pathId(c, 'id'), await body(c, ExecRequest))),
   );
-  app.get(route(AGENT_ROUTES.log), async (c) => c.text(await vms.log(pathId(c, 'id'))));
+  app.get(route(AGENT_ROUTES.log), async (c) => {
+    const id = pathId(c, 'id');
+    if (c.req.query('service') === undefined) return c.text(await vms.log(id));
+    const q = ServiceLogQuery.safeParse(c.req.query());
+    if (!q.success) {
+      const details = issuesDetails(q.error.issues, 'query');
+      const first = details.issues[0]!;
+      throw AgentError.invalid(`${first.field}: ${first.message}`, details);
+    }
+    const { service, ...window } = q.data;
+    const log = await vms.serviceLog(id, service, window);
+    return c.body(new Uint8Array(log.bytes), 200, {
+      'content-type': 'text/plain; charset=utf-8',
+      'x-log-offset': String(log.offset),
+      'x-log-size': String(log.size),
+    });
+  });
   app.post(route(AGENT_ROUTES.snapshots), async (c) =>
     c.json(await vms.snapshot(pathId(c, 'id'), await body(c, CreateSnapshotRequest)), 201),
   );

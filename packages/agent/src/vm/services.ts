@@ -275,7 +275,7 @@ export function parseServiceStatus(previous: readonly ServiceStatus[], output: s
  */
 export function serviceLogScript(
   name: string,
-  window: { offset?: number; tail?: number },
+  window: { offset?: number | undefined; tail?: number | undefined },
   limit: number,
 ): string {
   const d = `/run/orch/svc/${name}/log`;

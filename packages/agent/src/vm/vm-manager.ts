@@ -385,7 +385,7 @@ export class VmManager {
   async serviceLog(
     id: string,
     name: string,
-    window: { offset?: number; tail?: number },
+    window: { offset?: number | undefined; tail?: number | undefined },
   ): Promise<{ bytes: Buffer; offset: number; size: number }> {
     const vm = this.running(id);
     if (!vm.record.services.some((s) => s.name === name)) {
@@ -403,7 +403,7 @@ export class VmManager {
       });
     const nl = r.stdout.indexOf(0x0a);
     const [start = 0, size = 0] = r.stdout
-      .subarray(0, nl < 0 ? 0 : nl)
+      .subarray(0, Math.max(nl, 0))
       .toString('utf8')
       .split(' ')
       .map(Number);
