@@ -121,6 +121,7 @@ export class FakeAgent {
         host_address: '127.0.0.1',
         accelerator: 'tcg',
         created_at: new Date().toISOString(),
+        services: [],
         started_at: null,
         expires_at: null,
         error: null,

@@ -177,6 +177,15 @@ const MIGRATIONS: Record<string, Migration> = {
       }
     },
   },
+  '0005_services': {
+    async up(db: Kysely<unknown>) {
+      // The manifest's services and their state as the agent last reported them (ServiceStatus[]).
+      await db.schema
+        .alterTable('environments')
+        .addColumn('services', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {
