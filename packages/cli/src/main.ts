@@ -8,6 +8,7 @@ import { addEnv } from './program/env.js';
 import { addEvents } from './program/events.js';
 import { addExec } from './program/exec.js';
 import { addHost } from './program/host.js';
+import { addLogs } from './program/logs.js';
 import type { ExitStatus } from './program/output.js';
 import { addSnapshot } from './program/snapshot.js';
 import { addUp } from './program/up.js';
@@ -37,6 +38,7 @@ export function buildProgram(exit: ExitStatus): Command {
   addEnv(program);
   addExec(program, exit);
   addAttach(program, exit);
+  addLogs(program, exit);
   addEvents(program, exit);
   addSnapshot(program);
   return program;

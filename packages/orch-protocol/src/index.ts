@@ -57,17 +57,28 @@ export {
   HOST_STATES,
   Host,
   HostAction,
+  HostCapacityHistory,
+  HostCapacityQuery,
+  HostCapacitySample,
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
 export {
+  EnvironmentLogsQuery,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
+  LOG_WINDOW_BYTES,
+  LogWindowQuery,
+  logWindow,
+} from './logs.js';
+export {
+  AgentLogQuery,
   MAX_SERVICES,
   type ManifestService,
   manifestServices,
   SERVICE_NAME,
   SERVICE_STATES,
-  ServiceLogQuery,
   ServiceStatus,
   serviceImageName,
 } from './services.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { OrchError } from './errors.js';
 import { IMAGE_NAME } from './ids.js';
+import { LogWindowQuery } from './logs.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -142,19 +143,13 @@ export const ServiceStatus = z
   .meta({ id: 'ServiceStatus' });
 export type ServiceStatus = z.infer<typeof ServiceStatus>;
 
-const byteCount = z
-  .string()
-  .regex(/^\d{1,15}$/, 'must be a whole number of bytes')
-  .transform(Number);
-
 /**
- * The agent's `GET /v1/vms/{id}/log?service=NAME`: a window of that service's log, from byte
- * `offset` or the last `tail` bytes. Offsets are absolute (bytes since the service first started);
- * what rotation dropped is gone, so the answer's `x-log-offset` may be past the `offset` asked.
+ * The agent's `GET /v1/vms/{id}/log`: the startup log's window (logs.ts), or with `service=NAME`
+ * that service's log. A service log's offsets are absolute (bytes since the service first
+ * started); what rotation dropped is gone, so the answer's `x-log-offset` may be past the `offset`
+ * asked.
  */
-export const ServiceLogQuery = z.strictObject({
-  service: z.string().regex(SERVICE_NAME, 'must be a service name of the manifest'),
-  offset: byteCount.optional(),
-  tail: byteCount.optional(),
+export const AgentLogQuery = LogWindowQuery.extend({
+  service: z.string().regex(SERVICE_NAME, 'must be a service name of the manifest').optional(),
 });
-export type ServiceLogQuery = z.output<typeof ServiceLogQuery>;
+export type AgentLogQuery = z.output<typeof AgentLogQuery>;

@@ -33,6 +33,7 @@ import { mountDashboard } from './dashboard/serve.js';
 import { Agents } from './environments/agents.js';
 import { ConsoleProxy } from './environments/console-proxy.js';
 import { EnvironmentService } from './environments/environment-service.js';
+import { LogService } from './environments/log-service.js';
 import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
@@ -117,7 +118,7 @@ export class Orchestrator implements Service, Startable {
       ...sessionRoutes(auth, sessions, config.secureCookies),
       ...hostRoutes(hosts),
       ...apiKeyRoutes(apiKeys),
-      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo),
+      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents)),
       ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
     ];
     const openapi = route({

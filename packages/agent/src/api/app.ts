@@ -7,11 +7,13 @@ import {
   AGENT_ROUTES,
   AGENT_VM_PATHS,
   type AgentInfo,
+  AgentLogQuery,
   CreateSnapshotRequest,
   CreateVmRequest,
   ExecRequest,
   issuesDetails,
-  ServiceLogQuery,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
 } from '@orch/protocol';
 import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
@@ -91,20 +93,13 @@ export function buildApp(deps: AppDeps): Hono {
     c.json(await vms.exec(pathId(c, 'id'), await body(c, ExecRequest))),
   );
   app.get(route(AGENT_ROUTES.log), async (c) => {
+    const { service, ...window } = query(c, AgentLogQuery);
     const id = pathId(c, 'id');
-    if (c.req.query('service') === undefined) return c.text(await vms.log(id));
-    const q = ServiceLogQuery.safeParse(c.req.query());
-    if (!q.success) {
-      const details = issuesDetails(q.error.issues, 'query');
-      const first = details.issues[0]!;
-      throw AgentError.invalid(`${first.field}: ${first.message}`, details);
-    }
-    const { service, ...window } = q.data;
-    const log = await vms.serviceLog(id, service, window);
+    const log = service === undefined ? await vms.log(id, window) : await vms.serviceLog(id, service, window);
     return c.body(new Uint8Array(log.bytes), 200, {
       'content-type': 'text/plain; charset=utf-8',
-      'x-log-offset': String(log.offset),
-      'x-log-size': String(log.size),
+      [LOG_OFFSET_HEADER]: String(log.offset),
+      [LOG_SIZE_HEADER]: String(log.size),
     });
   });
   app.post(route(AGENT_ROUTES.snapshots), async (c) =>
@@ -179,6 +174,15 @@ async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.outpu
   } catch (err) {
     throw AgentError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
   }
+  return checked(schema, value);
+}
+
+/** The query string, checked by `schema`. */
+function query<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  return checked(schema, c.req.query());
+}
+
+function checked<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const details = issuesDetails(result.error.issues);

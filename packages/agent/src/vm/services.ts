@@ -24,9 +24,6 @@ export interface PreparedService {
   readonly config: object;
 }
 
-/** The most bytes of a service log one answer carries. */
-export const SERVICE_LOG_WINDOW_BYTES = 1 << 20;
-
 /** Where the guest mounts a service's root filesystem (guest-services.ts). */
 export const guestServiceRoot = (name: string) => `/run/orch/svc/${name}/rootfs`;
 /** The serial of the i-th service disk: how the guest finds it whatever its device name. */

@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, stat, statfs } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, rm, stat, statfs } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -8,6 +8,9 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   type ExecResult,
+  LOG_WINDOW_BYTES,
+  type LogWindowQuery,
+  logWindow,
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
@@ -24,13 +27,7 @@ import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
-import {
-  initialStatuses,
-  parseServiceStatus,
-  prepareServices,
-  SERVICE_LOG_WINDOW_BYTES,
-  serviceLogScript,
-} from './services.js';
+import { initialStatuses, parseServiceStatus, prepareServices, serviceLogScript } from './services.js';
 import { Snapshots } from './snapshots.js';
 import { shellQuote as q, Vm } from './vm.js';
 import { type BootSource, bootVm } from './vm-boot.js';
@@ -338,10 +335,27 @@ export class VmManager {
     };
   }
 
-  /** `GET /v1/vms/{id}/log`: the startup script's output so far. */
-  async log(id: string): Promise<string> {
+  /**
+   * `GET /v1/vms/{id}/log`: a window of the startup script's output so far (see `logWindow` of
+   * @orch/protocol); a VM whose script has written nothing yet has an empty log.
+   */
+  async log(id: string, query: LogWindowQuery): Promise<{ bytes: Buffer; offset: number; size: number }> {
     const vm = this.vm(id);
-    return readFile(join(vm.dir, 'startup.log'), 'utf8').catch(() => '');
+    let file: FileHandle;
+    try {
+      file = await open(join(vm.dir, 'startup.log'), 'r');
+    } catch {
+      return { bytes: Buffer.alloc(0), offset: 0, size: 0 };
+    }
+    try {
+      const { size } = await file.stat();
+      const { start, length } = logWindow(size, query);
+      const bytes = Buffer.alloc(length);
+      const { bytesRead } = await file.read(bytes, 0, length, start);
+      return { bytes: bytes.subarray(0, bytesRead), offset: start, size };
+    } finally {
+      await file.close();
+    }
   }
 
   /**
@@ -393,10 +407,10 @@ export class VmManager {
     }
     const r = await vm
       .channel!.exec(
-        serviceLogScript(name, window, SERVICE_LOG_WINDOW_BYTES),
+        serviceLogScript(name, window, LOG_WINDOW_BYTES),
         Buffer.alloc(0),
         30,
-        SERVICE_LOG_WINDOW_BYTES + 64,
+        LOG_WINDOW_BYTES + 64,
       )
       .catch((err: Error) => {
         throw AgentError.unavailable(`could not read the log of service ${name}: ${err.message}`, { id });

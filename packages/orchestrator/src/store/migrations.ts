@@ -186,6 +186,24 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // Capacity history of each host (GET /v1/hosts/{id}/capacity): one row per health check that
+  // reached the agent, at most one per host every few seconds however many orchds check it, kept a day.
+  '0008_host_samples': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('host_samples')
+        .addColumn('host_id', 'text', (c) => c.notNull().references('hosts.id').onDelete('cascade'))
+        .addColumn('at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('capacity', 'jsonb', (c) => c.notNull())
+        .addColumn('free', 'jsonb', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('host_samples_host_at')
+        .on('host_samples')
+        .columns(['host_id', 'at'])
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -29,6 +29,14 @@ export interface HostsTable {
   updated_at: GeneratedTimestamp;
 }
 
+/** What each host's agent reported at its health checks (capacity history, migration 0008). */
+export interface HostSamplesTable {
+  host_id: string;
+  at: GeneratedTimestamp;
+  capacity: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
+  free: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
+}
+
 /** API keys: the secret is kept only as its SHA-256. */
 export interface ApiKeysTable {
   id: string;
@@ -127,6 +135,7 @@ export interface Database {
   snapshots: SnapshotsTable;
   snapshot_exports: SnapshotExportsTable;
   hosts: HostsTable;
+  host_samples: HostSamplesTable;
   api_keys: ApiKeysTable;
   settings: SettingsTable;
   orch_events: OrchEventsTable;

@@ -1,4 +1,12 @@
-import { Host, HostAction, HostList, hostId, RegisterHostRequest } from '@orch/protocol';
+import {
+  Host,
+  HostAction,
+  HostCapacityHistory,
+  HostCapacityQuery,
+  HostList,
+  hostId,
+  RegisterHostRequest,
+} from '@orch/protocol';
 import { z } from 'zod';
 import type { HostService } from '../../hosts/host-service.js';
 import { type AnyRoute, route } from '../route.js';
@@ -40,6 +48,21 @@ export function hostRoutes(hosts: HostService): AnyRoute[] {
       params: IdParam,
       success: { status: 200, schema: Host, description: 'The host' },
       handler: async ({ params }) => ({ status: 200, body: await hosts.get(params.id) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/hosts/{id}/capacity',
+      access: 'authenticated',
+      tag: 'hosts',
+      summary:
+        'Capacity over the last ?minutes= (1-1440, default 60), from what the agent reported at each health check: at most 120 points, each the least free in its bucket',
+      params: IdParam,
+      query: HostCapacityQuery,
+      success: { status: 200, schema: HostCapacityHistory, description: 'The capacity history' },
+      handler: async ({ params, query }) => ({
+        status: 200,
+        body: await hosts.capacityHistory(params.id, query.minutes ?? 60),
+      }),
     }),
     route({
       method: 'POST',
