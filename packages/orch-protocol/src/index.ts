@@ -63,8 +63,9 @@ export {
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
-export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME } from './ids.js';
 export {
+  AgentLogQuery,
   EnvironmentLogsQuery,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
@@ -73,11 +74,9 @@ export {
   logWindow,
 } from './logs.js';
 export {
-  AgentLogQuery,
   MAX_SERVICES,
   type ManifestService,
   manifestServices,
-  SERVICE_NAME,
   SERVICE_STATES,
   ServiceStatus,
   serviceImageName,

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { OrchError } from './errors.js';
-import { IMAGE_NAME } from './ids.js';
-import { LogWindowQuery } from './logs.js';
+import { IMAGE_NAME, SERVICE_NAME } from './ids.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -9,9 +8,6 @@ import { LogWindowQuery } from './logs.js';
  * agent share: the service name rule, how a service's `image` names an agent image, the manifest
  * reader both use, and the status record the agent reports and the environment carries.
  */
-
-/** Service names: they become guest paths and container ids. 1-63 of `a-z 0-9 _ -`, starting with a letter or digit. */
-export const SERVICE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** A service of the manifest, as the guest runs it. */
 export interface ManifestService {
@@ -142,14 +138,3 @@ export const ServiceStatus = z
   })
   .meta({ id: 'ServiceStatus' });
 export type ServiceStatus = z.infer<typeof ServiceStatus>;
-
-/**
- * The agent's `GET /v1/vms/{id}/log`: the startup log's window (logs.ts), or with `service=NAME`
- * that service's log. A service log's offsets are absolute (bytes since the service first
- * started); what rotation dropped is gone, so the answer's `x-log-offset` may be past the `offset`
- * asked.
- */
-export const AgentLogQuery = LogWindowQuery.extend({
-  service: z.string().regex(SERVICE_NAME, 'must be a service name of the manifest').optional(),
-});
-export type AgentLogQuery = z.output<typeof AgentLogQuery>;
