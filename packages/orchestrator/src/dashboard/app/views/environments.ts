@@ -6,6 +6,7 @@ import { ago, h, mount, toast } from '../dom.js';
 import { action, deleteButton, emptyCard, section, table } from '../widgets.js';
 import { openConsole } from './console.js';
 import { openExec } from './exec-panel.js';
+import { servicesCell } from './services.js';
 
 /** Renders the environments table into `main` (polled); panels below it survive the refresh. */
 export async function environmentsView(main: HTMLElement): Promise<void> {
@@ -23,7 +24,7 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
       ),
     );
   }
-  const columns = ['Environment', 'State', 'Host', 'Resources', 'Ports', 'Age', 'Time left', ''];
+  const columns = ['Environment', 'State', 'Host', 'Resources', 'Ports', 'Services', 'Age', 'Time left', ''];
   mount(
     list,
     h('div', { class: 'row' }, h('a', { href: '#/new' }, '+ New environment')),
@@ -51,6 +52,7 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
             h('div', {}, h('a', { href: p.url, target: '_blank', rel: 'noopener' }, `${p.as} (${p.port})`)),
           ),
         ),
+        servicesCell(main, env),
         h('td', {}, ago((now - Date.parse(env.created_at)) / 1000)),
         h('td', {}, left === undefined ? '—' : ago(left)),
         h(
