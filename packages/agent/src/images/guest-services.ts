@@ -50,7 +50,8 @@ $B mount -t ext4 -o ro,noload "$dev" $D/lower || fail "cannot mount its image ($
 $B mount -t overlay overlay -o lowerdir=$D/lower,upperdir=$P/upper,workdir=$P/work $D/rootfs || fail "cannot mount the overlay"
 quick=0
 while :; do
-  /orch/bin/crun delete -f "orch-$N" >/dev/null 2>&1
+  # A container left from the previous run (crun keeps its state in /run/crun): remove it first.
+  [ -e "/run/crun/orch-$N" ] && /orch/bin/crun delete -f "orch-$N" >/dev/null 2>&1
   status running "\${code:--}"
   t0=$($B cut -d. -f1 /proc/uptime)
   echo "[orch] service $N: starting"
