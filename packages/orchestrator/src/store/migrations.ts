@@ -184,6 +184,14 @@ const MIGRATIONS: Record<string, Migration> = {
         .alterTable('environments')
         .addColumn('services', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
         .execute();
+      // A change of a service's state is an `environment.updated` event (the dashboard re-renders).
+      await sql`DROP TRIGGER IF EXISTS environments_events ON environments`.execute(db);
+      await sql
+        .raw(
+          `CREATE TRIGGER environments_events AFTER INSERT OR UPDATE OR DELETE ON environments
+           FOR EACH ROW EXECUTE FUNCTION orch_record_event('environment', 'id,state,host_id,task_id,last_error,restored_from_snapshot_id,services')`,
+        )
+        .execute(db);
     },
   },
   // Capacity history of each host (GET /v1/hosts/{id}/capacity): one row per health check that
