@@ -20,8 +20,8 @@ import { orchCli } from './run-cli.js';
  * Manifest services for real (issue 14): orchd, orch-agent and QEMU under TCG, with an OCI image
  * this test builds offline (a static busybox httpd, service-fixtures.ts of the agent). Lean on
  * purpose: one environment with three services (two serving, one crashing) checked for everything
- * a user relies on, and one live restore of it; the refusal boots nothing. One store (embedded):
- * the store is not what is under test here.
+ * a user relies on, one live restore of it and one disk restore; the refusal boots nothing. One
+ * store (embedded): the store is not what is under test here.
  */
 describe.skipIf(!qemuAvailable())('manifest services in real VMs', () => {
   let orchd: OrchdProcess;
@@ -87,7 +87,7 @@ describe.skipIf(!qemuAvailable())('manifest services in real VMs', () => {
   });
 
   pgTest(
-    'services run in the VM: env, secrets, localhost, expose, restarts, failed, logs, live restore',
+    'services run in the VM: env, secrets, localhost, expose, restarts, failed, logs, live and disk restores',
     async () => {
       const file = definition(
         'svc',
@@ -229,8 +229,21 @@ describe.skipIf(!qemuAvailable())('manifest services in real VMs', () => {
           ['crash', 'failed', 4],
         ]);
 
+      // A disk snapshot cold-boots: the services start again (restarts from 0), serving.
+      const disk = JSON.parse((await orch('-o', 'json', 'snapshot', 'create', warm.id)).stdout) as Snapshot;
+      expect(disk).toMatchObject({ kind: 'disk', state: 'ready' });
       expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', warm.id)).stdout).state).toBe('stopped');
-      expect((await orch('snapshot', 'rm', live.id)).code).toBe(0);
+      const coldUp = await orch('-o', 'json', 'snapshot', 'restore', disk.id);
+      expect(coldUp.code, coldUp.stderr).toBe(0);
+      const cold = JSON.parse(coldUp.stdout) as Environment;
+      const coldUrl = `${cold.ports.find((p) => p.as === 'web')!.url}/cgi-bin/info`;
+      await expect.poll(() => info(coldUrl), { timeout: 300_000, interval: 1000 }).toContain('name=web');
+      await expect
+        .poll(async () => service(await envOf(cold.id), 'web'), { timeout: 60_000 })
+        .toMatchObject({ state: 'running', restarts: 0 });
+
+      expect(JSON.parse((await orch('-o', 'json', 'env', 'rm', cold.id)).stdout).state).toBe('stopped');
+      for (const s of [live, disk]) expect((await orch('snapshot', 'rm', s.id)).code).toBe(0);
       await expect.poll(() => qemuPids(agentDir).length, { timeout: 30_000 }).toBe(0);
     },
     1_200_000,
