@@ -39,6 +39,8 @@ export class FakeAgent {
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
   supportsLive = true;
   bootMs = 50;
+  /** How long taking a snapshot takes. */
+  snapshotMs = 0;
   readonly vms = new Map<string, AgentVm>();
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
@@ -216,6 +218,7 @@ export class FakeAgent {
     if (parts[1] === 'vms' && parts[3] === 'snapshots' && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
       const snap = CreateSnapshotRequest.parse(JSON.parse(body));
+      await new Promise((r) => setTimeout(r, this.snapshotMs));
       this.snapshots.add(snap.snapshot_id);
       return send(201, {
         snapshot_id: snap.snapshot_id,

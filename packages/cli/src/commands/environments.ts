@@ -4,6 +4,7 @@ import type { OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
 import { table } from '../table.js';
 import { client } from './client.js';
+import { EnvChanges } from './env-changes.js';
 import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
 
 const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
@@ -78,7 +79,11 @@ export async function up(
   return follow(api, env, flags.detach ?? false, output);
 }
 
-/** Waits (with a progress line on stderr) until the environment runs or fails, then shows it. */
+/**
+ * Waits (with a progress line on stderr) until the environment runs or fails, then shows it. The
+ * record is read again when the event stream says it changed (and every few seconds in case an
+ * event was missed; every second when the stream is unavailable), not polled twice a second.
+ */
 export async function follow(
   api: OrchClient,
   created: Environment,
@@ -88,11 +93,22 @@ export async function follow(
   let env = created;
   const started = Date.now();
   const tty = process.stderr.isTTY;
-  while (!detach && env.state === 'creating') {
-    const secs = ((Date.now() - started) / 1000).toFixed(0);
-    if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
-    await new Promise((r) => setTimeout(r, 500));
-    env = await api.call<Environment>('GET', envPath(env.id));
+  if (!detach && env.state === 'creating') {
+    const changes = await EnvChanges.open(api, env.id);
+    try {
+      // Read once the stream is open: a change made before it is not missed.
+      env = await api.call<Environment>('GET', envPath(env.id));
+      for (let quiet = 0; env.state === 'creating'; ) {
+        const secs = ((Date.now() - started) / 1000).toFixed(0);
+        if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
+        const woke = await changes.next(1000);
+        quiet = woke === 'quiet' ? quiet + 1 : 0;
+        if (woke === 'changed' || !changes.live || quiet % 5 === 0)
+          env = await api.call<Environment>('GET', envPath(env.id));
+      }
+    } finally {
+      changes.close();
+    }
   }
   if (tty && !detach) process.stderr.write('\n');
   if (env.state === 'error')

@@ -44,17 +44,22 @@ export class LogService {
   }
 
   /**
-   * A stream of environment `id`'s log from the window `query` names on: the bytes there, then new
-   * ones as the VM writes them, until the environment stops or `signal` aborts.
+   * A stream of environment `id`'s log from the window `query` names on (starting at byte
+   * `offset`): the bytes there, then new ones as the VM writes them, until the environment stops or
+   * `signal` aborts.
    */
-  async follow(id: string, query: AgentLogQuery, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+  async follow(
+    id: string,
+    query: AgentLogQuery,
+    signal: AbortSignal,
+  ): Promise<{ stream: ReadableStream<Uint8Array>; offset: number }> {
     const first = await this.window(id, query);
     let offset = first.offset;
     let pending: Uint8Array | undefined = first.bytes;
     let lastRound = false;
     const gone = new AbortController();
     signal.addEventListener('abort', () => gone.abort(), { once: true });
-    return new ReadableStream<Uint8Array>({
+    const stream = new ReadableStream<Uint8Array>({
       cancel: () => gone.abort(),
       pull: async (controller) => {
         for (;;) {
@@ -86,6 +91,7 @@ export class LogService {
         }
       },
     });
+    return { stream, offset: first.offset };
   }
 
   private async read(row: EnvironmentRow, query: AgentLogQuery): Promise<LogWindow> {

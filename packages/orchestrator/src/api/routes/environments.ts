@@ -142,7 +142,7 @@ export function environmentRoutes(
       access: 'authenticated',
       tag: 'environments',
       summary:
-        "The startup script's output, or with ?service=NAME that service's stdout and stderr (text/plain, raw bytes): a window of at most 1 MiB from ?offset= (default 0) or the last ?tail= bytes, with x-log-offset and x-log-size; ?follow=true keeps the answer open and streams new output until the environment stops. 409 once the environment is stopped (the log goes with its VM)",
+        "The startup script's output, or with ?service=NAME that service's stdout and stderr (text/plain, raw bytes): a window of at most 1 MiB from ?offset= (default 0) or the last ?tail= bytes, with x-log-offset and x-log-size; ?follow=true (x-log-offset only) keeps the answer open and streams new output until the environment stops. 409 once the environment is stopped (the log goes with its VM)",
       params: IdParam,
       query: EnvironmentLogsQuery,
       errors: [409],
@@ -151,8 +151,11 @@ export function environmentRoutes(
         const { follow, ...window } = query;
         const headers = { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' };
         if (follow) {
-          const stream = await logs.follow(params.id, window, c.req.raw.signal);
-          return { status: 200, raw: new Response(stream, { headers }) };
+          const { stream, offset } = await logs.follow(params.id, window, c.req.raw.signal);
+          return {
+            status: 200,
+            raw: new Response(stream, { headers: { ...headers, [LOG_OFFSET_HEADER]: String(offset) } }),
+          };
         }
         const log = await logs.window(params.id, window);
         return {

@@ -1,12 +1,11 @@
 // The Environments page: environments with their ports and time left; exec, console, snapshot,
-// pause, resume, stop.
+// pause, resume, stop. Each id opens the environment's own page (environment.ts).
 import type { Environment, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
 import { ago, h, mount, toast } from '../dom.js';
 import { action, deleteButton, emptyCard, section, table } from '../widgets.js';
 import { openConsole } from './console.js';
 import { openExec } from './exec-panel.js';
-import { servicesCell } from './services.js';
 
 /** Renders the environments table into `main` (polled); panels below it survive the refresh. */
 export async function environmentsView(main: HTMLElement): Promise<void> {
@@ -24,7 +23,7 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
       ),
     );
   }
-  const columns = ['Environment', 'State', 'Host', 'Resources', 'Ports', 'Services', 'Age', 'Time left', ''];
+  const columns = ['Environment', 'State', 'Host', 'Resources', 'Ports', 'Age', 'Time left', ''];
   mount(
     list,
     h('div', { class: 'row' }, h('a', { href: '#/new' }, '+ New environment')),
@@ -36,7 +35,12 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
       return h(
         'tr',
         { 'data-env': env.id },
-        h('td', {}, env.id, h('div', { class: 'muted' }, env.task_id)),
+        h(
+          'td',
+          {},
+          h('a', { href: `#/environments/${env.id}` }, env.id),
+          h('div', { class: 'muted' }, env.task_id),
+        ),
         h(
           'td',
           { class: `state-${env.state}`, title: env.last_error ?? '' },
@@ -52,7 +56,6 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
             h('div', {}, h('a', { href: p.url, target: '_blank', rel: 'noopener' }, `${p.as} (${p.port})`)),
           ),
         ),
-        servicesCell(main, env),
         h('td', {}, ago((now - Date.parse(env.created_at)) / 1000)),
         h('td', {}, left === undefined ? '—' : ago(left)),
         h(
@@ -62,9 +65,9 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
           ' ',
           live ? h('button', { onclick: () => openConsole(main, env) }, 'Console') : null,
           ' ',
-          live ? action('Snapshot', 'Snapshotting…', () => snapshot(env, false)) : null,
+          live ? action('Snapshot', 'Snapshotting…', () => takeSnapshot(env, false)) : null,
           ' ',
-          live ? action('Live snapshot', 'Snapshotting…', () => snapshot(env, true)) : null,
+          live ? action('Live snapshot', 'Snapshotting…', () => takeSnapshot(env, true)) : null,
           ' ',
           live ? action('Pause', 'Pausing…', () => pauseOrResume(main, env, 'pause')) : null,
           env.state === 'paused'
@@ -87,7 +90,7 @@ async function pauseOrResume(main: HTMLElement, env: Environment, act: 'pause' |
 }
 
 /** Takes a snapshot of `env` (with memory when `live`) and says what it became. */
-async function snapshot(env: Environment, live: boolean): Promise<void> {
+export async function takeSnapshot(env: Environment, live: boolean): Promise<void> {
   const s = await api<Snapshot>('POST', `/v1/environments/${env.id}/snapshots`, { live });
   if (s.state === 'error') throw new Error(s.last_error ?? 'the snapshot failed');
   toast(
