@@ -17,7 +17,8 @@ export interface WatchOptions {
  * ```
  *   connecting ──200──▶ streaming ──change──▶ yield { resync:false, records } (last = seq)
  *        ▲                  │ ──resync {from}──▶ yield { resync:true, from } (last = from)
- *        │                  │ ──error {_tag}──▶ throw BoardError
+ *        │◀─────────────────│ ──error {SlowConsumer}──▶ reconnect at once with after=last
+ *        │                  │ ──error {_tag} (any other)──▶ throw BoardError
  *        │                  │ ──server ended the stream──▶ done
  *        │                  │ ──signal aborted──▶ done
  *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, or silent: no headers within
@@ -29,6 +30,11 @@ export interface WatchOptions {
  * the reconnect asks for exactly the records after it: none lost, none repeated. Without `after`
  * and before the first event, the first reconnect uses the head the stream started at, learned
  * from `node` as the watermark to resume from (see `startAt`).
+ *
+ * `SlowConsumer`: a node cuts off a stream that holds more than its buffer limit unsent (this
+ * consumer iterates more slowly than changes arrive); the error event comes after every record
+ * the stream was sent, so the iterator reconnects from `last` at once instead of throwing, and the
+ * consumer sees every record once (the catch-up after the reconnect is paced by the consumer).
  */
 export async function* watchStream(
   config: TransportConfig,
@@ -85,8 +91,9 @@ export async function* watchStream(
     const pending: EventSourceMessage[] = [];
     const parser = createParser({ onEvent: (e) => pending.push(e) });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let resume = false;
     try {
-      for (;;) {
+      while (!resume) {
         const { done, value } = await reader.read();
         if (done) return; // the server closed the stream (token expired, node stopping)
         feed();
@@ -111,8 +118,15 @@ export async function* watchStream(
             if (records.length > 0) {
               last = records[records.length - 1]!.seq;
               yield { resync: false, records };
+              records = [];
             }
             const body = JSON.parse(e.data) as { _tag?: string; message?: string };
+            // The node cut this stream off because this consumer read too slowly; everything
+            // before the error event was delivered, so resuming after `last` loses nothing.
+            if (body._tag === 'SlowConsumer') {
+              resume = true;
+              break;
+            }
             throw new BoardError((body._tag ?? 'Internal') as BoardError['_tag'], body.message ?? '');
           }
         }

@@ -472,6 +472,48 @@ for (const storeName of STORES) {
       });
     }
 
+    it('watch resumes by itself when the node cuts off a consumer that reads too slowly (SlowConsumer)', async () => {
+      const small = await startNode({
+        ...env,
+        BOARD_AUTH: 'on',
+        BOARD_NODE_ID: `client-slow-${storeName}`,
+        BOARD_WATCH_BUFFER_BYTES: String(64 * 1024),
+      });
+      nodes.push(small);
+      const cutOff = async () => {
+        const text = await (await fetch(`${small.url}/metrics`)).text();
+        return Number(/^board_node_watch_slow_consumers_total (\d+)/m.exec(text)?.[1]);
+      };
+      const c = connect<Tasks>({ url: small.url, token: admin }).board('other');
+      const w0 = must(await c.insert({ id: 'slow-0' }));
+      const ctl = new AbortController();
+      const seen: number[] = [];
+      let release = () => {};
+      const released = new Promise<void>((r) => {
+        release = r;
+      });
+      let target = Number.POSITIVE_INFINITY;
+      const done = (async () => {
+        for await (const ev of c.watch({ after: w0, signal: ctl.signal })) {
+          // The consumer stalls on its first batch until the node has cut its stream off.
+          if (seen.length === 0) await released;
+          if (!ev.resync) seen.push(...ev.records.map((r) => r.seq));
+          if ((seen.at(-1) ?? 0) >= target) ctl.abort();
+        }
+      })();
+      const title = 'x'.repeat(32 * 1024);
+      const expected: number[] = [];
+      for (let i = 0; i < 1500 && (await cutOff()) === 0; i++) {
+        expected.push(must(await c.insert({ id: `slow-${i + 1}`, title })));
+      }
+      expect(await cutOff()).toBe(1);
+      target = expected.at(-1) ?? 0;
+      release();
+      await done;
+      // Every record once, in order, across the cut and the reconnect.
+      expect(seen).toEqual(expected);
+    });
+
     it('watch resumes through a node restart (SIGKILL) without losing or repeating records', async () => {
       const port = new URL(node.url).port;
       // default options: the reconnect window (timeoutMs, 10 s) rides out the restart

@@ -33,6 +33,7 @@ export const ERROR_TAGS = {
   ResultTooLarge: 200,
   WatermarkNotReached: 200,
   CursorAhead: 200,
+  SlowConsumer: 200,
   TokenExpired: 200,
   BoardExists: 200,
   ColumnExists: 200,

@@ -132,6 +132,17 @@ export const OPTIONS = declareOptions({
     schema: millisecondsSchema(WATCH.heartbeatMs, { min: 10 }),
     description: 'watch heartbeat (`: hb`) interval',
   },
+  watchBufferBytes: {
+    env: 'BOARD_WATCH_BUFFER_BYTES',
+    flag: '--watch-buffer-bytes <n>',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(1024 * 1024),
+    description:
+      'bytes a live watch stream may hold unsent; a change that finds more queued ends the stream with error SlowConsumer (the client resumes from its last seq)',
+  },
   logLevel: logLevelOption('BOARD_LOG_LEVEL'),
 });
 

@@ -1,6 +1,5 @@
 import { createMetricsRegistry, HttpMetrics } from '@support/server';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { ChangeNotifier } from './changelog/change-notifier.js';
 import type { ReplicaCache } from './replica/replica-cache.js';
 
 /**
@@ -27,7 +26,10 @@ export class BoardNodeMetrics {
     registers: [this.registry],
   });
 
-  constructor(replicas: ReplicaCache, notifier: ChangeNotifier) {
+  constructor(
+    replicas: ReplicaCache,
+    watch: { readonly watcherCount: number; readonly slowConsumers: number },
+  ) {
     new Counter({
       name: 'board_node_replica_syncs_total',
       help: 'Replica cache outcomes of queries: hit (open and current), reattach (file reopened), rebuild (from the base table), evicted',
@@ -67,9 +69,24 @@ export class BoardNodeMetrics {
       help: 'Watch streams open on this node',
       registers: [this.registry],
       collect() {
-        this.set(notifier.watcherCount);
+        this.set(watch.watcherCount);
       },
     });
+    new Counter({
+      name: 'board_node_watch_slow_consumers_total',
+      help: 'Watch streams cut off (error SlowConsumer) for holding more than BOARD_WATCH_BUFFER_BYTES unsent',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(watch.slowConsumers);
+      },
+    });
+  }
+
+  /** A change written at `committedMs` reached `streams` watch streams now (one observation each). */
+  observeChangeLag(committedMs: number, streams: number): void {
+    const seconds = Math.max(0, Date.now() - committedMs) / 1000;
+    for (let i = 0; i < streams; i++) this.changeLag.observe(seconds);
   }
 
   /** Counts one procedure call; `outcome` is `ok` or the envelope's error tag (both bounded). */

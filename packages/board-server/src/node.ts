@@ -11,6 +11,7 @@ import { ReplicaCache } from './replica/replica-cache.js';
 import { createApp } from './rpc/app.js';
 import type { NodeContext } from './rpc/handlers.js';
 import { openStore, type Store } from './store/database.js';
+import { WatchHub } from './watch/watch-hub.js';
 
 /** A running node. */
 export interface BoardNode {
@@ -74,18 +75,28 @@ export async function startBoardNode(
     },
     log,
   );
+  const watch = new WatchHub({
+    db: store.db,
+    notifier,
+    log,
+    bufferBytes: config.watchBufferBytes,
+    heartbeatMs: config.heartbeatMs,
+    onLag: (committedMs, streams) => metrics.observeChangeLag(committedMs, streams),
+  });
+  const metrics = new BoardNodeMetrics(replicas, watch);
   const ctx: NodeContext = {
     config,
     store,
     replicas,
     notifier,
+    watch,
     log,
     startedAt: Date.now(),
     counters: { queries: 0, mutations: 0 },
     boardMeta: new Map(),
   };
   const services = [notifier.run(life.signal), retention.run(life.signal)];
-  const app = createApp(ctx, life.signal, new BoardNodeMetrics(replicas, notifier));
+  const app = createApp(ctx, metrics);
   // Requests so malformed that Node's HTTP parser refuses them, or that no handler can serve
   // (no Host, `Host: a b`, `OPTIONS *`), are answered in the envelope too.
   const server: Server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
@@ -96,6 +107,7 @@ export async function startBoardNode(
     port = await listen(server, config.port, config.host);
   } catch (err) {
     life.abort();
+    watch.closeAll();
     await Promise.allSettled(services);
     await store.close();
     throw err;
@@ -110,7 +122,8 @@ export async function startBoardNode(
   const stop = () => {
     stopping ??= (async () => {
       life.abort();
-      // SSE streams end on abort; anything idle goes now, the rest within 2 s.
+      watch.closeAll();
+      // Watch streams were ended just above; anything idle goes now, the rest within 2 s.
       await closeServer(server, 2000);
       await Promise.allSettled(services);
       replicas.closeAll();

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { CliError } from './errors.js';
 import { addApikeys } from './program/apikeys.js';
 import { addAttach } from './program/attach.js';
+import { addBuild } from './program/build.js';
 import { addCompile } from './program/compile.js';
 import { addContext } from './program/context.js';
 import { addEnv } from './program/env.js';
@@ -32,6 +33,7 @@ export function buildProgram(exit: ExitStatus): Command {
 
   addCompile(program);
   addUp(program);
+  addBuild(program);
   addContext(program);
   addApikeys(program);
   addHost(program);

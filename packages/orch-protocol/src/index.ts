@@ -33,6 +33,20 @@ export {
 } from './agent-vms.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
 export {
+  BUILD_STATES,
+  BUILD_STEP_STATES,
+  Build,
+  BuildIdParam,
+  BuildList,
+  BuildListQuery,
+  type BuildState,
+  BuildStep,
+  type BuildStepState,
+  CreateBuildRequest,
+  LAYER_KEY_SCHEME,
+  MAX_BUILD_LINES,
+} from './builds.js';
+export {
   CreateEnvironmentRequest,
   ENVIRONMENT_STATES,
   Environment,

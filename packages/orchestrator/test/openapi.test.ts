@@ -65,6 +65,9 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/snapshots/{snapshotId}',
       'DELETE /v1/snapshots/{snapshotId}',
       'POST /v1/snapshots/{snapshotId}/restore',
+      'POST /v1/builds',
+      'GET /v1/builds',
+      'GET /v1/builds/{id}',
     ].sort(),
   );
   // Path ids are documented with the pattern the server checks.

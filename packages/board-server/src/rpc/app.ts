@@ -8,18 +8,17 @@ import {
   type ProcedureName,
 } from '@board/protocol';
 import type { HttpBindings } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { metricsAnswer } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
-import { streamSSE } from 'hono/streaming';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { authorize, type RequestScope } from '../auth/authorize.js';
-import { COMMITTED_AT } from '../changelog/changes-reader.js';
 import { EncodedJson } from '../encoded-json.js';
 import { BoardError, boardError, toWireError } from '../errors.js';
 import type { BoardNodeMetrics } from '../metrics.js';
-import { runWatch } from '../watch/watch-stream.js';
+import { ResponseSink } from '../watch/response-sink.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
 
@@ -53,7 +52,7 @@ function rawPath(c: Context<Env>): string | undefined {
  * handler that ran travels with 200; an error raised before (auth, board, body) with its status
  * from the spec's table; nothing answers 500.
  */
-export function createApp(ctx: NodeContext, signal: AbortSignal, metrics?: BoardNodeMetrics): Hono<Env> {
+export function createApp(ctx: NodeContext, metrics?: BoardNodeMetrics): Hono<Env> {
   const app = new Hono<Env>();
   // First, so that refusals are counted too. `/metrics` is open like `/health` (see the README).
   if (metrics) {
@@ -120,32 +119,14 @@ export function createApp(ctx: NodeContext, signal: AbortSignal, metrics?: Board
       after = Number(afterRaw);
     }
     c.set('handlerRan', true);
-    const openedAt = Date.now();
-    return streamSSE(c, async (stream) => {
-      const closed = new AbortController();
-      stream.onAbort(() => closed.abort());
-      await runWatch(
-        {
-          event: async (event, data, id) => {
-            await stream.writeSSE({ event, data: JSON.stringify(data), ...(id ? { id } : {}) });
-            const committed = (data as { [COMMITTED_AT]?: number })[COMMITTED_AT];
-            if (metrics && committed !== undefined && committed >= openedAt)
-              metrics.changeLag.observe(Math.max(0, Date.now() - committed) / 1000);
-          },
-          comment: (text) => stream.write(`: ${text}\n\n`).then(() => undefined),
-        },
-        {
-          db: ctx.store.db,
-          notifier: ctx.notifier,
-          board: scope.board,
-          after,
-          expiresAt: scope.expiresAt,
-          heartbeatMs: ctx.config.heartbeatMs,
-          signal: AbortSignal.any([signal, closed.signal]),
-          log: ctx.log,
-        },
-      );
-    });
+    const res = c.env.outgoing;
+    if (!res) throw boardError('Internal', 'watch streams need the node HTTP server');
+    // Written straight to the socket: the board's feed encodes each change once and writes the
+    // same bytes to every stream (see src/watch/).
+    ctx.watch
+      .open(new ResponseSink(res), scope.board, after, scope.expiresAt)
+      .catch((err: unknown) => ctx.log.error({ err }, 'watch stream failed'));
+    return RESPONSE_ALREADY_SENT;
   });
 
   app.notFound((c) => c.json(fail('NotFound', `no route ${c.req.method} ${c.req.path.slice(0, 200)}`), 404));

@@ -9,6 +9,7 @@ import type { EncodedJson } from '../encoded-json.js';
 import type { Logger } from '../log.js';
 import type { ReplicaCache } from '../replica/replica-cache.js';
 import type { Store } from '../store/database.js';
+import type { WatchHub } from '../watch/watch-hub.js';
 
 /** What handlers work with. */
 export interface NodeContext {
@@ -16,6 +17,8 @@ export interface NodeContext {
   store: Store;
   replicas: ReplicaCache;
   notifier: ChangeNotifier;
+  /** The node's watch streams and their per-board fan-out. */
+  watch: WatchHub;
   log: Logger;
   startedAt: number;
   counters: { queries: number; mutations: number };
@@ -70,7 +73,7 @@ export const handlers: { [P in ProcedureName]: Handler<P> } = {
       uptimeMs: Date.now() - ctx.startedAt,
       queries: ctx.counters.queries,
       mutations: ctx.counters.mutations,
-      watchers: ctx.notifier.watcherCount,
+      watchers: ctx.watch.watcherCount,
       replicas: { ...ctx.replicas.stats(), ...ctx.replicas.counters },
     };
   },

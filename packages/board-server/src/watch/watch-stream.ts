@@ -1,112 +1,157 @@
 import type { ChangeRecord } from '@board/protocol';
-import { setLongTimeout } from '@support/server';
-import type { Kysely } from 'kysely';
-import type { ChangeNotifier } from '../changelog/change-notifier.js';
-import { readBoardHead, readChangesPage } from '../changelog/changes-reader.js';
-import { toWireError } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { BoardDb } from '../store/database.js';
+import { type LongTimer, setLongTimeout } from '@support/server';
+import { COMMITTED_AT, readBoardHead, readChangesPage } from '../changelog/changes-reader.js';
+import { boardError, toWireError } from '../errors.js';
+import type { BoardFeed } from './board-feed.js';
+import type { WatchSink } from './response-sink.js';
+import { HEARTBEAT_FRAME, type SseFrame, sseFrame } from './sse-frames.js';
+import type { WatchSettings } from './watch-hub.js';
 
-/** Where a watch stream writes: SSE events and comment lines. */
-export interface WatchSink {
-  event(name: 'change' | 'resync' | 'error', data: unknown, id?: string): Promise<void>;
-  comment(text: string): Promise<void>;
-}
+/** Records read per catch-up page. */
+export const PAGE = 1000;
 
-/** What a watch stream needs. */
-export interface WatchOptions {
-  db: Kysely<BoardDb>;
-  notifier: ChangeNotifier;
-  board: string;
-  /** `after` from the query string; undefined means "from the current head". */
-  after: number | undefined;
-  /** Token expiry (ms since epoch); the stream ends when it passes. */
-  expiresAt: number | undefined;
-  heartbeatMs: number;
-  signal: AbortSignal;
-  log: Logger;
-  now?: () => number;
-}
+/** How long a stream that was ended (cut off, or failed) may take to be read before it is destroyed. */
+export const END_GRACE_MS = 30_000;
 
-const PAGE = 1000;
+type State = 'opening' | 'catching-up' | 'live' | 'closed';
 
 /**
  * One `GET /watch` stream.
  *
- *   start ──after omitted──▶ cursor = head ──┐
- *   start ──after given────▶ cursor = after ─┤
- *                                            ▼
- *                      ┌──────────▶ catch-up: read pages after cursor
- *                      │              ├─ records ──▶ `change` each, cursor = last seq
- *                      │              └─ cursor beyond retention ──▶ `resync {from: head}`, cursor = head
- *                      │            ▼
- *                      └── wake ── idle (wakes: local write, NOTIFY, 500 ms poll; `: hb` every 15 s)
- *
+ *   opening ──after omitted──▶ cursor = head (read now) ─────────────┐
+ *   opening ──after given────▶ cursor = after ─▶ catching-up          │
+ *                                                  │                  │
+ *   catching-up: pages after cursor read from the store, encoded and written for this stream only
+ *     (past the buffer limit it waits for the socket to drain; it holds back no one else)
+ *     ├─ `change` each record, cursor = its seq
+ *     ├─ cursor beyond retention ──▶ `resync {from}`, cursor = from
+ *     └─ a page reached head, and cursor >= the board feed's cursor ◀─┘ ──▶ live
+ *   live: the board's feed writes each new change, encoded once for all its streams (seq > cursor only)
+ *     └─ a frame comes while more than `bufferBytes` are still queued (the client reads too slowly)
+ *          ──▶ `error {_tag: 'SlowConsumer'}` after what is queued ──▶ closed
+ *             (the client resumes with `after` = the last seq it received; nothing is lost)
  *   any ──token exp passed / client gone / node stopping──▶ closed
  *   any ──engine failure (unknown board, cursor ahead, store down)──▶ `error {_tag, message}` ──▶ closed
+ *
+ * Heartbeats (`: hb`) come from the hub's one timer for all streams.
  */
-export async function runWatch(sink: WatchSink, o: WatchOptions): Promise<void> {
-  const now = o.now ?? Date.now;
-  const stop = new AbortController();
-  const onOuterAbort = () => stop.abort();
-  o.signal.addEventListener('abort', onOuterAbort, { once: true });
-  let wake: (() => void) | undefined;
-  let pending = true;
-  const poke = () => {
-    pending = true;
-    wake?.();
-  };
-  stop.signal.addEventListener('abort', poke, { once: true });
-  const unsubscribe = o.notifier.subscribe(o.board, poke);
-  const heartbeat = setInterval(() => {
-    sink.comment('hb').catch(() => stop.abort());
-  }, o.heartbeatMs);
-  // Token lifetimes are input: a 30-day token is a delay past what setTimeout can wait (2^31-1 ms),
-  // which would end the stream at once; setLongTimeout waits it in full.
-  const expiry =
-    o.expiresAt === undefined ? undefined : setLongTimeout(() => stop.abort(), o.expiresAt - now(), now);
-  try {
-    let cursor = o.after ?? (await readBoardHead(o.db, o.board)).head;
-    while (!stop.signal.aborted) {
-      if (pending) {
-        pending = false;
-        cursor = await catchUp(sink, o, cursor, stop.signal);
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        if (pending || stop.signal.aborted) resolve();
-      });
-      wake = undefined;
-    }
-  } catch (err) {
-    if (!stop.signal.aborted) {
-      const { tag, message } = toWireError(err, o.log);
-      await sink.event('error', { _tag: tag, message }).catch(() => undefined);
-    }
-  } finally {
-    clearInterval(heartbeat);
-    expiry?.clear();
-    unsubscribe();
-    o.signal.removeEventListener('abort', onOuterAbort);
-  }
-}
+export class WatchStream {
+  /** The seq of the last record written to this stream (or a resync's `from`). */
+  cursor = 0;
+  #state: State = 'opening';
+  #expiry: LongTimer | undefined;
+  readonly #openedAt: number;
 
-async function catchUp(sink: WatchSink, o: WatchOptions, from: number, signal: AbortSignal): Promise<number> {
-  let cursor = from;
-  for (;;) {
-    if (signal.aborted) return cursor;
-    const page = await readChangesPage(o.db, o.board, cursor, PAGE);
-    if (page.resync) {
-      await sink.event('resync', { from: page.from });
-      cursor = page.from;
-      continue;
+  constructor(
+    private readonly sink: WatchSink,
+    private readonly feed: BoardFeed,
+    private readonly settings: WatchSettings,
+    /** Token expiry (ms since the epoch); the stream ends when it passes. */
+    expiresAt: number | undefined,
+  ) {
+    feed.streams.add(this);
+    const now = settings.now ?? Date.now;
+    this.#openedAt = now();
+    // Token lifetimes are input: a 30-day token is a delay past what setTimeout can wait (2^31-1 ms),
+    // which would end the stream at once; setLongTimeout waits it in full.
+    if (expiresAt !== undefined) this.#expiry = setLongTimeout(() => this.close(), expiresAt - now(), now);
+    sink.onClose(() => this.#closed());
+  }
+
+  get state(): State {
+    return this.#state;
+  }
+
+  /** Catches up from `after` (default: the board's head now), then joins the board's feed. */
+  async run(after: number | undefined): Promise<void> {
+    if (this.#state === 'closed') return;
+    const { db } = this.settings;
+    const board = this.feed.board;
+    try {
+      let caughtUp = after === undefined;
+      this.cursor = after ?? (await readBoardHead(db, board)).head;
+      if (this.#state !== 'opening') return;
+      this.#state = 'catching-up';
+      while (this.#state === 'catching-up') {
+        if (caughtUp && this.feed.join(this)) {
+          this.#state = 'live';
+          return;
+        }
+        const page = await readChangesPage(db, board, this.cursor, PAGE);
+        if (this.#state !== 'catching-up') return;
+        if (page.resync) {
+          this.sink.write(sseFrame('resync', { from: page.from }));
+          this.cursor = page.from;
+          continue;
+        }
+        for (const rec of page.records as ChangeRecord[]) {
+          this.sink.write(sseFrame('change', rec, rec.seq));
+          this.cursor = rec.seq;
+          const committed = (rec as { [COMMITTED_AT]?: number })[COMMITTED_AT];
+          if (committed !== undefined && committed >= this.#openedAt) this.settings.onLag?.(committed, 1);
+        }
+        caughtUp = !page.more;
+        if (this.sink.buffered > this.settings.bufferBytes) await this.sink.drained();
+      }
+    } catch (err) {
+      this.fail(err);
     }
-    for (const rec of page.records as ChangeRecord[]) {
-      if (signal.aborted) return cursor;
-      await sink.event('change', rec, String(rec.seq));
-      cursor = rec.seq;
+  }
+
+  /**
+   * Called by the feed for each frame while live: written when `seq` is news to this stream;
+   * a stream that still holds more than the buffer limit unsent is cut off instead.
+   */
+  deliver(frame: SseFrame, seq: number): boolean {
+    if (this.#state !== 'live' || seq <= this.cursor) return false;
+    if (this.sink.buffered > this.settings.bufferBytes) {
+      this.#cut();
+      return false;
     }
-    if (!page.more) return cursor;
+    this.sink.write(frame);
+    this.cursor = seq;
+    return true;
+  }
+
+  /** The hub's heartbeat: `: hb`, unless the stream is already full (a live one is then cut off). */
+  heartbeat(): void {
+    if (this.#state === 'closed') return;
+    if (this.sink.buffered > this.settings.bufferBytes) {
+      if (this.#state === 'live') this.#cut();
+      return;
+    }
+    this.sink.write(HEARTBEAT_FRAME);
+  }
+
+  /** Ends the stream without an event (token expired, node stopping). */
+  close(): void {
+    if (this.#state === 'closed') return;
+    this.#closed();
+    this.sink.end(END_GRACE_MS);
+  }
+
+  /** Ends the stream with `error {_tag, message}` (engine failure). */
+  fail(err: unknown): void {
+    if (this.#state === 'closed') return;
+    const { tag, message } = toWireError(err, this.settings.log);
+    this.#closed();
+    this.sink.write(sseFrame('error', { _tag: tag, message }));
+    this.sink.end(END_GRACE_MS);
+  }
+
+  #cut(): void {
+    const err = boardError(
+      'SlowConsumer',
+      `the watch stream fell more than ${this.settings.bufferBytes} bytes behind and was closed; resume with after=${this.cursor}`,
+    );
+    this.settings.onSlowConsumer?.();
+    this.fail(err);
+  }
+
+  #closed(): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#expiry?.clear();
+    this.feed.leave(this);
   }
 }

@@ -56,11 +56,25 @@ export async function up(
   cwd: string,
 ): Promise<string> {
   const compiled = await compileFile(positional, flags, cwd);
+  const secrets = await secretValues(compiled.request.required_secrets, flags);
+  const { required_secrets: _names, ...body } = compiled.request;
+  const api = await client();
+  const env = await api.call<Environment>('POST', '/v1/environments', { ...body, secrets });
+  return follow(api, env, flags.detach ?? false, output);
+}
+
+/**
+ * The values of the `required` secrets from `--secrets-file` and `--secret` (which wins); a missing
+ * one is an error before anything is sent, an extra one a warning. Shared by `up` and `build`.
+ */
+export async function secretValues(
+  required: readonly string[],
+  flags: { secret?: string[]; secretsFile?: string },
+): Promise<Record<string, string>> {
   const given = new Map([
     ...(flags.secretsFile ? await readSecretsFile(flags.secretsFile) : []),
     ...parseSecretFlags(flags.secret ?? []),
   ]);
-  const required = compiled.request.required_secrets;
   const missing = required.filter((name) => !given.has(name));
   if (missing.length > 0) {
     throw new CliError(
@@ -70,13 +84,7 @@ export async function up(
   for (const extra of [...given.keys()].filter((n) => !required.includes(n))) {
     process.stderr.write(`orch: ignoring secret ${extra}: the definition does not reference it\n`);
   }
-  const { required_secrets: _names, ...body } = compiled.request;
-  const api = await client();
-  const env = await api.call<Environment>('POST', '/v1/environments', {
-    ...body,
-    secrets: Object.fromEntries(required.map((n) => [n, given.get(n)!])),
-  });
-  return follow(api, env, flags.detach ?? false, output);
+  return Object.fromEntries(required.map((n) => [n, given.get(n)!]));
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { AgentImage, ServiceStatus, VmSpec } from '@orch/protocol';
+import type { AgentImage, BuildStep, ServiceStatus, VmSpec } from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -108,6 +108,8 @@ export interface SnapshotsTable {
   retention_until: Timestamp | null;
   last_error: string | null;
   export_ref: string | null;
+  /** Build layers only (migration 0006): written together with `ready`, never before. */
+  layer_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }
@@ -130,7 +132,33 @@ export interface OrchEventsTable {
   created_at: GeneratedTimestamp;
 }
 
+/** Builds (migration 0006): the steps as JSON (`BuildStep` of @orch/protocol). */
+export interface BuildsTable {
+  id: string;
+  task_id: string;
+  state: string;
+  host_id: string | null;
+  arch: string | null;
+  base_image: string;
+  base_digest: string | null;
+  spec: Json<VmSpecJson>;
+  workspace: string;
+  no_cache: boolean;
+  secret_names: Json<string[]>;
+  steps: Json<BuildStepJson[]>;
+  progress: ColumnType<number, number | undefined, number>;
+  artifact_snapshot_id: string | null;
+  vm_id: string | null;
+  last_error: string | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+}
+
+export type BuildStepJson = BuildStep;
+
 export interface Database {
+  builds: BuildsTable;
   environments: EnvironmentsTable;
   snapshots: SnapshotsTable;
   snapshot_exports: SnapshotExportsTable;

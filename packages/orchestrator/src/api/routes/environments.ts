@@ -55,6 +55,13 @@ export function environmentRoutes(
             field: 'seed_snapshot_id',
           });
         }
+        // from-build boots a build artifact; any other snapshot is restored with its own request.
+        if (seed && !seed.layer_key) {
+          throw OrchError.invalid(
+            `seed_snapshot_id ${seed.id} is not a build layer (it has no layer_key); build one with orch build, or restore this snapshot with orch snapshot restore`,
+            { field: 'seed_snapshot_id' },
+          );
+        }
         return { status: 201, body: await envs.create(body, seed ? { seed } : {}) };
       },
     }),

@@ -1,0 +1,150 @@
+// Issue 18 point 2: point-query throughput of board-node variants that differ only in their
+// environment (e.g. UV_THREADPOOL_SIZE, the libuv threadpool DuckDB's async calls run on), against
+// the plain node:http + pg endpoint (bench/plain-endpoint.mjs), all on one PostgreSQL 15 server and
+// one board, in the same run: sequential p50/p99 (interleaved request by request), then 32 requests
+// in flight (closed loop, ROUNDS alternating rounds of SECS seconds per side).
+// Usage: VARIANTS='{"base":{},"uv16":{"UV_THREADPOOL_SIZE":"16"}}' node bench/read-variants.mjs
+//   ROWS (100000), SECS (3), ROUNDS (3); BOARD_BENCH_BIN: another build's board-node.
+import { execFile as execFileCb, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { TestPostgres } from '@support/pg/test-server';
+import pg from 'pg';
+
+const execFile = promisify(execFileCb);
+const ROOT = resolve(import.meta.dirname, '..');
+const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
+const N = Number(process.env.ROWS ?? 100000);
+const SECS = Number(process.env.SECS ?? 3);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const VARIANTS = JSON.parse(process.env.VARIANTS ?? '{"base":{}}');
+const cleanups = [];
+const q = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+};
+async function child(args, env) {
+  const proc = spawn(process.execPath, args, {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const base = await new Promise((res, rej) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
+      if (m) res(m[1]);
+    });
+    proc.once('exit', (c) => rej(new Error(`exit ${c}`)));
+  });
+  cleanups.push(async () => {
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+  });
+  return base;
+}
+async function post(base, path, headers, body) {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const env = await res.json();
+  if (env.status !== 'ok') throw new Error(JSON.stringify(env.error));
+  return env.value;
+}
+async function closedLoop(n, secs, call) {
+  const lat = [];
+  const end = performance.now() + secs * 1000;
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        await call(i++);
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  return lat;
+}
+try {
+  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200', shared_buffers: '256MB' });
+  cleanups.push(() => server.destroy());
+  const url = server.url();
+  await execFile(
+    process.execPath,
+    [BIN, 'board', 'create', 'b', '--column', 'grp:INTEGER', '--column', 'val:DOUBLE'],
+    { env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: tmpdir(), BOARD_LOG_LEVEL: 'warn' } },
+  );
+  const nodes = {};
+  for (const [name, env] of Object.entries(VARIANTS)) {
+    const dir = await mkdtemp(join(tmpdir(), 'exp-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    nodes[name] = await child([BIN], {
+      DATABASE_URL: url,
+      BOARD_DATA_DIR: dir,
+      BOARD_PORT: '0',
+      BOARD_AUTH: 'off',
+      BOARD_LOG_LEVEL: 'warn',
+      ...env,
+    });
+  }
+  const first = Object.values(nodes)[0];
+  for (let i = 0; i < N; i += 10000)
+    await post(
+      first,
+      '/rpc/mutate.insert',
+      { 'x-data-board': 'b' },
+      {
+        rows: Array.from({ length: Math.min(10000, N - i) }, (_, j) => ({
+          id: `r${i + j}`,
+          grp: (i + j) % 100,
+          val: j,
+        })),
+      },
+    );
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  cleanups.push(() => c.end());
+  const table = `board_${(await c.query("SELECT board_no FROM board_boards WHERE board_id='b'")).rows[0].board_no}`;
+  await c.query(`VACUUM ANALYZE ${table}`);
+  const plain = await child([join(ROOT, 'bench/plain-endpoint.mjs')], { DATABASE_URL: url });
+  const sql = 'SELECT * FROM {{t}} WHERE id = $1';
+  const id = () => `r${Math.floor(Math.random() * N)}`;
+  const calls = {
+    plain: () => post(plain, '/rpc/query.execute', { 'x-plain-table': table }, { sql, params: [id()] }),
+  };
+  for (const [name, base] of Object.entries(nodes))
+    calls[name] = () =>
+      post(
+        base,
+        '/rpc/query.execute',
+        { 'x-data-board': 'b' },
+        { sql, tables: [{ token: 't', entity: 'items' }], params: [id()] },
+      );
+  for (const call of Object.values(calls)) for (let i = 0; i < 300; i++) await call();
+  const seq = Object.fromEntries(Object.keys(calls).map((k) => [k, []]));
+  for (let i = 0; i < 400; i++)
+    for (const [k, call] of Object.entries(calls)) {
+      const t = performance.now();
+      await call();
+      seq[k].push(performance.now() - t);
+    }
+  const conc = Object.fromEntries(Object.keys(calls).map((k) => [k, []]));
+  for (let r = 0; r < ROUNDS; r++)
+    for (const [k, call] of Object.entries(calls)) conc[k].push(...(await closedLoop(32, SECS, call)));
+  console.log(`load average: ${(await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ')}`);
+  console.log('| variant | seq p50 | seq p99 | 32 in flight req/s | 32 in flight p99 | vs plain (req/s) |');
+  const prps = conc.plain.length / (SECS * ROUNDS);
+  for (const k of Object.keys(calls)) {
+    const rps = conc[k].length / (SECS * ROUNDS);
+    console.log(
+      `| ${k} | ${q(seq[k], 0.5).toFixed(2)} ms | ${q(seq[k], 0.99).toFixed(2)} ms | ${rps.toFixed(0)} | ${q(conc[k], 0.99).toFixed(1)} ms | ${(rps / prps).toFixed(2)}x |`,
+    );
+  }
+} finally {
+  for (const f of cleanups.reverse()) await f().catch(() => {});
+}
