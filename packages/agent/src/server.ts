@@ -42,6 +42,7 @@ export class Agent implements Service, Startable {
   readonly name = 'orch-agent';
   private server: Server | undefined;
   private vms: VmManager | undefined;
+  private readonly watching = new AbortController();
 
   constructor(
     private readonly config: Config,
@@ -99,6 +100,7 @@ export class Agent implements Service, Startable {
     });
     this.vms = vms;
     await vms.recover();
+    vms.watchServices(this.watching.signal);
     const auth = new BearerAuth(config.token);
     const info = async (): Promise<AgentInfo> => ({
       id: config.id,
@@ -132,6 +134,7 @@ export class Agent implements Service, Startable {
   /** Stops what started (also after a partial start). */
   async stop(): Promise<void> {
     this.logger.info('orch-agent stopping');
+    this.watching.abort();
     await this.vms?.stopAll();
     if (this.server) await closeServer(this.server);
   }

@@ -1,6 +1,15 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -37,7 +46,7 @@ export function runSetup(): string {
   const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
     encoding: 'utf8',
     timeout: 1_200_000,
-    env: { ...process.env, AGENT_IMAGES: 'busybox,debian-12' },
+    env: { ...process.env, AGENT_IMAGES: process.env.AGENT_IMAGES || 'busybox,debian-12' },
   });
   if (r.status !== 0) throw new Error(`orch-agent setup failed:\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
@@ -245,4 +254,29 @@ export function vmRequest(
   };
 }
 
+export { buildServiceImage } from './service-fixtures.js';
 export { existsSync };
+
+/** Regular files under `dir` (symlinks not followed, files of 512 MiB and more skipped) whose bytes contain `needle`. */
+export function filesContaining(dir: string, needle: string): string[] {
+  const hits: string[] = [];
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile() && statSync(p).size < 512 * 2 ** 20 && readFileSync(p).includes(needle))
+        hits.push(p);
+    }
+  };
+  walk(dir);
+  return hits;
+}
+
+/** `orch-agent image import NAME SOURCE` into `dataDir` (before the agent starts); throws with its output on failure. */
+export function importImage(dataDir: string, name: string, source: string): void {
+  const r = spawnSync(process.execPath, [AGENT_BIN, 'image', 'import', name, source, '--data-dir', dataDir], {
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  if (r.status !== 0) throw new Error(`orch-agent image import failed:\n${r.stdout}\n${r.stderr}`);
+}

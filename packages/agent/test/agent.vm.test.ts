@@ -18,7 +18,15 @@ import { basename, join } from 'node:path';
 import type { AgentInfo, AgentVm, SnapshotArtifact } from '@orch/protocol';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
-import { AGENT_BIN, AgentProcess, qemuAvailable, qemuPids, vmRequest } from './agent-process.js';
+import {
+  AGENT_BIN,
+  AgentProcess,
+  buildServiceImage,
+  importImage,
+  qemuAvailable,
+  qemuPids,
+  vmRequest,
+} from './agent-process.js';
 
 const hasQemu = qemuAvailable();
 
@@ -51,6 +59,10 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
 
   beforeAll(async () => {
     dataDir = AgentProcess.makeDataDir();
+    // A service image (static busybox httpd, built offline) for the secrets test's service.
+    const work = mkdtempSync(join(tmpdir(), 'orch-agent-svc-image-'));
+    importImage(dataDir, 'websvc', `oci-archive:${buildServiceImage(work)}`);
+    rmSync(work, { recursive: true, force: true });
     agent = await AgentProcess.start({ dataDir });
   }, 600_000);
 
@@ -182,12 +194,20 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect(status).toBe(401);
   });
 
-  test('the startup script runs with its secrets; an exposed port serves; secrets never reach host disks or logs', async () => {
+  test('the startup script and a service run with their secrets; an exposed port serves; secrets never reach host disks or logs', async () => {
     const secret = `s3cret-${Date.now()}-value`;
+    // A manifest service gets the same secret in its environment (its config is in guest memory only).
+    const manifest = {
+      version: '1',
+      services: {
+        echo: { image: 'websvc', ports: [9000], env: { PORT: '9000', API_TOKEN: { secret: 'API_TOKEN' } } },
+      },
+    };
     const created = await agent.request<AgentVm>(
       'POST',
       '/v1/vms',
       vmRequest('vm-web', {
+        manifest_inline: Buffer.from(JSON.stringify(manifest)).toString('base64'),
         startup_script:
           'mkdir -p /tmp/www\necho "token length $(expr length "$API_TOKEN")" > /tmp/www/index.html\nhttpd -p 8080 -h /tmp/www\necho started web\n',
         secrets: { API_TOKEN: secret },
@@ -210,6 +230,10 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     const log = await agent.request<string>('GET', '/v1/vms/vm-web/log');
     expect(log.status).toBe(200);
     expect(log.body).toContain('started web');
+    const wait = await agent.exec('vm-web', ['orch-wait-port', '9000', '300']);
+    expect(wait.exit_code, wait.stderr).toBe(0);
+    const info = await agent.exec('vm-web', ['wget', '-qO-', 'http://localhost:9000/cgi-bin/info']);
+    expect(info.stdout).toBe(`name=unnamed greeting=from-image token=${secret} uid=100\n`);
     expect(filesContaining(dataDir, secret)).toEqual([]);
     expect(agent.output.join('\n')).not.toContain(secret);
   });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ServiceStatus } from './services.js';
 import { agentId, text } from './text.js';
 
 /** The longest `max_runtime_seconds` (365 days, the definition file's own limit for `max_runtime`). */
@@ -16,6 +17,7 @@ export const MAX_RUNTIME_SECONDS = 365 * 86_400;
  *   POST   /v1/vms/{id}/exec                ExecRequest -> 200 ExecResult
  *   GET    /v1/vms/{id}/console             WebSocket: binary frames both ways = the guest's serial console
  *   GET    /v1/vms/{id}/log?offset=&tail=  -> 200 text/plain: a window of the startup script's output (logs.ts)
+ *                                           (`?service=NAME`: that service's log, services.ts)
  *   POST   /v1/vms/{id}/snapshots           CreateSnapshotRequest -> 201 SnapshotArtifact
  *   POST   /v1/vms/{id}/pause               -> 200 AgentVm (paused: memory saved encrypted, QEMU ended) | 409
  *   POST   /v1/vms/{id}/resume              -> 200 AgentVm (running again, same id and memory) | 409
@@ -142,6 +144,8 @@ export const AgentVm = z
     error: text(4096).nullable(),
     /** Set when the VM was started from a snapshot. */
     restored_from: text(64).nullable().default(null),
+    /** The manifest's services, as the guest last reported them (services.ts). */
+    services: z.array(ServiceStatus).default([]),
   })
   .meta({ id: 'AgentVm' });
 export type AgentVm = z.infer<typeof AgentVm>;

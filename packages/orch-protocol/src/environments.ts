@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ExposePort, VmSpec } from './agent-vms.js';
+import { ServiceStatus } from './services.js';
 import { agentId, hostId, text } from './text.js';
 
 /**
@@ -68,6 +69,8 @@ export const Environment = z
     started_at: z.iso.datetime().nullable(),
     expires_at: z.iso.datetime().nullable(),
     stopped_at: z.iso.datetime().nullable(),
+    /** The manifest's services and their state, refreshed from the agent while the VM runs. */
+    services: z.array(ServiceStatus),
   })
   .meta({ id: 'Environment' });
 export type Environment = z.infer<typeof Environment>;

@@ -20,6 +20,12 @@ export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
  */
 export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
+/**
+ * Manifest service names (they become guest paths and container ids): 1-63 lower-case letters,
+ * digits, `_` and `-`, starting with a letter or digit.
+ */
+export const SERVICE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
 /** In words, for error messages. */
 export const ID_RULES = {
   agentId: '1-63 letters, digits, "_" or "-", starting with a letter or digit',

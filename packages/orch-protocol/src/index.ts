@@ -77,8 +77,9 @@ export {
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
-export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME } from './ids.js';
 export {
+  AgentLogQuery,
   EnvironmentLogsQuery,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
@@ -86,6 +87,14 @@ export {
   LogWindowQuery,
   logWindow,
 } from './logs.js';
+export {
+  MAX_SERVICES,
+  type ManifestService,
+  manifestServices,
+  SERVICE_STATES,
+  ServiceStatus,
+  serviceImageName,
+} from './services.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SERVICE_NAME } from './ids.js';
 
 /**
  * Reading a log in windows (the agent's `GET /v1/vms/{id}/log` and orchd's
@@ -25,6 +26,11 @@ const byteCount = z
  * the answer open and stream the log's new bytes until the environment stops or the caller leaves.
  */
 export const EnvironmentLogsQuery = z.strictObject({
+  service: z
+    .string()
+    .regex(SERVICE_NAME, 'must be a service name of the manifest')
+    .optional()
+    .describe("a service's log (its stdout and stderr) instead of the startup script's"),
   offset: byteCount.optional().describe('first byte to read (default 0)'),
   tail: byteCount.optional().describe('start with the last N bytes instead'),
   follow: z
@@ -47,3 +53,13 @@ export function logWindow(size: number, query: LogWindowQuery): { start: number;
   const start = query.tail !== undefined ? Math.max(0, size - query.tail) : Math.min(size, query.offset ?? 0);
   return { start, length: Math.min(LOG_WINDOW_BYTES, size - start) };
 }
+
+/**
+ * The agent's `GET /v1/vms/{id}/log`: the startup log's window, or with `service=NAME` that
+ * service's log. A service log's offsets are absolute (bytes since the service first started);
+ * what rotation dropped is gone, so the answer's `x-log-offset` may be past the `offset` asked.
+ */
+export const AgentLogQuery = LogWindowQuery.extend({
+  service: z.string().regex(SERVICE_NAME, 'must be a service name of the manifest').optional(),
+});
+export type AgentLogQuery = z.output<typeof AgentLogQuery>;

@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { IN_CI, pgTest, TestPostgres } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { WebSocket } from 'ws';
-import { FakeAgent } from './fake-agent.js';
+import { FAKE_AGENT_IMAGES, FakeAgent } from './fake-agent.js';
 import { validEnvironment, waitForState } from './input-cases.js';
 import { OrchdProcess } from './orchd-process.js';
 
@@ -135,7 +135,7 @@ describe.skipIf(skip)('the health monitor', () => {
       images: Array.from({ length: 40_000 }, (_, i) => `i${i}${'y'.repeat(24)}`),
     };
     expect((await until('error', /larger than/)).health_detail).toMatch(/larger than/);
-    a.info = { ...a.info, images: ['debian-12'] };
+    a.info = { ...a.info, images: [...FAKE_AGENT_IMAGES] };
     expect((await until('healthy')).health).toBe('healthy');
 
     // The agent's token changes: the monitor sees http 401, and a create names it.

@@ -21,6 +21,13 @@ import { WebSocketServer } from 'ws';
  * `sleep`. A VM's startup log is what a test appends with {@link FakeAgent.appendLog}, served in
  * windows as the real agent does. Counts every request, so tests can prove that nothing was dialled.
  */
+/**
+ * The images a fake agent reports: `debian-12`, and the service images of the test definitions
+ * (`postgres` of input-cases.ts; `postgres:16` and `ghcr.io/example/api:1.4` of
+ * examples/services-secrets, by their agent names), so that placement finds them.
+ */
+export const FAKE_AGENT_IMAGES = ['debian-12', 'postgres', 'postgres-16', 'api-1.4'] as const;
+
 export class FakeAgent {
   requests = 0;
   /** When set, every request is answered with a redirect to this URL. */
@@ -75,7 +82,7 @@ export class FakeAgent {
       accelerator: 'tcg',
       capacity: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
       free: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
-      images: ['debian-12'],
+      images: [...FAKE_AGENT_IMAGES],
       image_details: [
         {
           name: 'debian-12',
@@ -134,6 +141,7 @@ export class FakeAgent {
         host_address: '127.0.0.1',
         accelerator: 'tcg',
         created_at: new Date().toISOString(),
+        services: [],
         started_at: null,
         expires_at: null,
         error: null,

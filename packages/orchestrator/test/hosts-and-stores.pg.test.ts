@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { HostCapacityHistory } from '@orch/protocol';
 import { describeStores, pgTest, type TestPostgres } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { FAKE_AGENT_IMAGES, FakeAgent } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
 const MASTER = `master-${randomBytes(12).toString('hex')}`;
@@ -62,7 +62,7 @@ describeStores('orchd on the %s store', (store) => {
         state: 'active',
         health: 'healthy',
         capacity: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
-        images: ['debian-12'],
+        images: [...FAKE_AGENT_IMAGES],
       });
       expect(a.requests).toBe(1);
       const list = await orchd.request('GET', '/v1/hosts', as);

@@ -7,13 +7,13 @@ import {
   AGENT_ROUTES,
   AGENT_VM_PATHS,
   type AgentInfo,
+  AgentLogQuery,
   CreateSnapshotRequest,
   CreateVmRequest,
   ExecRequest,
   issuesDetails,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
-  LogWindowQuery,
 } from '@orch/protocol';
 import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
@@ -93,7 +93,9 @@ export function buildApp(deps: AppDeps): Hono {
     c.json(await vms.exec(pathId(c, 'id'), await body(c, ExecRequest))),
   );
   app.get(route(AGENT_ROUTES.log), async (c) => {
-    const log = await vms.log(pathId(c, 'id'), query(c, LogWindowQuery));
+    const { service, ...window } = query(c, AgentLogQuery);
+    const id = pathId(c, 'id');
+    const log = service === undefined ? await vms.log(id, window) : await vms.serviceLog(id, service, window);
     return c.body(new Uint8Array(log.bytes), 200, {
       'content-type': 'text/plain; charset=utf-8',
       [LOG_OFFSET_HEADER]: String(log.offset),

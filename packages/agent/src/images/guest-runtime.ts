@@ -3,15 +3,21 @@ import { chmod, copyFile, mkdir, readFile, realpath, symlink, writeFile } from '
 import { basename, join } from 'node:path';
 import { run } from '../util/run.js';
 import { ORCH_CONSOLE, ORCH_GUEST_AGENT, ORCH_INIT } from './guest-scripts.js';
+import { ORCH_SERVICE, ORCH_SERVICE_LOG, ORCH_WAIT_PORT } from './guest-services.js';
 
 /** The static busybox from Debian's busybox-static. */
 export const HOST_BUSYBOX = '/bin/busybox';
+
+/** The OCI runtime of manifest services, from Debian's crun (installed by setup). */
+export const HOST_CRUN = '/usr/bin/crun';
 
 /** A hash of everything the guest runtime is made of; an image built with another one is rebuilt. */
 export async function guestRuntimeStamp(): Promise<string> {
   const h = createHash('sha256');
   h.update(ORCH_INIT).update(ORCH_CONSOLE).update(ORCH_GUEST_AGENT);
+  h.update(ORCH_SERVICE).update(ORCH_SERVICE_LOG).update(ORCH_WAIT_PORT);
   h.update(await readFile(HOST_BUSYBOX));
+  h.update(await readFile(HOST_CRUN).catch(() => Buffer.alloc(0)));
   return h.digest('hex').slice(0, 16);
 }
 
@@ -35,25 +41,39 @@ export async function installGuestRuntime(root: string): Promise<void> {
       if (err.code !== 'EEXIST') throw err;
     });
   }
-  // resize2fs grows the root filesystem to the VM's disk size at boot; busybox has none.
-  const resize2fs = await realpath('/sbin/resize2fs');
-  await copyFile(resize2fs, join(lib, 'resize2fs'));
-  let loader = '';
-  for (const line of (await run(['ldd', resize2fs])).split('\n')) {
-    const m = /(\/\S+)\s+\(0x/.exec(line);
-    if (!m) continue;
-    const path = m[1]!;
-    await copyFile(await realpath(path), join(lib, basename(path)));
-    if (basename(path).startsWith('ld-linux')) loader = basename(path);
-  }
-  await writeFile(
-    join(bin, 'resize2fs'),
-    `#!/orch/bin/sh\nexec /orch/lib/${loader} --library-path /orch/lib /orch/lib/resize2fs "$@"\n`,
-    { mode: 0o755 },
-  );
+  // resize2fs grows the root filesystem to the VM's disk size at boot; busybox has none. crun runs
+  // the manifest's services. Both come with their libraries and the loader, under /orch/lib, so that
+  // they run on any root filesystem (no libc needed in the image).
+  await installElf(lib, bin, 'resize2fs', await realpath('/sbin/resize2fs'));
+  await installElf(lib, bin, 'crun', HOST_CRUN);
   await writeFile(join(root, 'orch', 'init'), ORCH_INIT, { mode: 0o755 });
   await writeFile(join(root, 'orch', 'console'), ORCH_CONSOLE, { mode: 0o755 });
   await writeFile(join(root, 'orch', 'guest-agent'), ORCH_GUEST_AGENT, { mode: 0o755 });
+  await writeFile(join(root, 'orch', 'service'), ORCH_SERVICE, { mode: 0o755 });
+  await writeFile(join(root, 'orch', 'service-log'), ORCH_SERVICE_LOG, { mode: 0o755 });
+  await writeFile(join(bin, 'orch-wait-port'), ORCH_WAIT_PORT, { mode: 0o755 });
+}
+
+/**
+ * Copies the dynamically linked program `path` and every library `ldd` lists (and the loader) into
+ * `lib`, and writes `bin/<name>`, a wrapper that runs it through that loader with that library path.
+ */
+async function installElf(lib: string, bin: string, name: string, path: string): Promise<void> {
+  await copyFile(path, join(lib, name));
+  await chmod(join(lib, name), 0o755);
+  let loader = '';
+  for (const line of (await run(['ldd', path])).split('\n')) {
+    const m = /(\/\S+)\s+\(0x/.exec(line);
+    if (!m) continue;
+    const dep = m[1]!;
+    await copyFile(await realpath(dep), join(lib, basename(dep)));
+    if (basename(dep).startsWith('ld-linux')) loader = basename(dep);
+  }
+  await writeFile(
+    join(bin, name),
+    `#!/orch/bin/sh\nexec /orch/lib/${loader} --library-path /orch/lib /orch/lib/${name} "$@"\n`,
+    { mode: 0o755 },
+  );
 }
 
 /** A minimal busybox root filesystem: FHS directories, applet links, root user. */

@@ -11,7 +11,14 @@
  */
 
 /** Kernel modules the initramfs loads, in this order (modprobe resolves dependencies). */
-export const GUEST_MODULES = ['virtio_mmio', 'virtio_blk', 'virtio_net', 'virtio_console', 'virtio_rng'];
+export const GUEST_MODULES = [
+  'virtio_mmio',
+  'virtio_blk',
+  'virtio_net',
+  'virtio_console',
+  'virtio_rng',
+  'overlay',
+];
 
 /** Printed on the serial console by the initramfs when the kernel command line has `orch.probe`. */
 export const PROBE_MARKER = 'ORCH-PROBE-OK';
@@ -52,6 +59,9 @@ $B mkdir -p /dev/pts /run /tmp /root
 $B mount -t devpts devpts /dev/pts 2>/dev/null
 $B mount -t tmpfs -o mode=0755,nosuid tmpfs /run
 $B mount -t tmpfs -o mode=1777,nosuid tmpfs /tmp
+# crun (manifest services) wants cgroup2 on /sys/fs/cgroup.
+$B mkdir -p /sys/fs/cgroup
+$B mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 $B hostname "$($B sed -n 's/.*orch.hostname=\\([^ ]*\\).*/\\1/p' /proc/cmdline)"
 $B ip link set lo up
 $B ip link set eth0 up 2>/dev/null
@@ -93,8 +103,11 @@ export const ORCH_GUEST_AGENT = `#!/orch/bin/sh
 #   x ID TIMEOUT LIMIT SCRIPT_B64 STDIN_B64  run SCRIPT (sh) with STDIN ('-': none) in its own session;
 #                                            answer: X ID CODE|- TIMED_OUT(0|1) OUT_B64 ERR_B64 OUT_BYTES ERR_BYTES
 #                                            (OUT_B64/ERR_B64 hold at most LIMIT bytes; '-' when empty)
-#   s ID SCRIPT_B64 ENV_B64 MANIFEST_B64     start the startup script with ENV (sourced, then deleted)
-#                                            and its output on port log0; answer: S ID
+#   s ID SCRIPT_B64 ENV_B64 MANIFEST_B64 [SERVICES_B64]
+#                                            start the manifest's services (SERVICES: lines
+#                                            NAME DISK_SERIAL CONFIG_JSON_B64, guest-services.ts), then
+#                                            the startup script with ENV (sourced, then deleted) and its
+#                                            output on port log0; answer: S ID
 #   t ID EPOCH_SECONDS                       set the clock; answer: T ID
 # Unsolicited (guest -> host): H - UPTIME_SECONDS each time the agent opens the port: the guest is
 # ready. The host writes nothing before it has seen H (bytes written to a port the guest has not
@@ -156,6 +169,13 @@ do_exec() {
 }
 do_startup() {
   (umask 077; unb64 "$2" > $R/startup.sh; unb64 "$3" > $R/startup.env; unb64 "$4" > $R/manifest.json)
+  # Services first (secrets in their config.json: tmpfs only), each under its supervisor.
+  unb64 "$5" | while read -r sn sser scfg; do
+    [ -n "$sn" ] || continue
+    $B mkdir -p $R/svc/$sn
+    (umask 077; unb64 "$scfg" > $R/svc/$sn/config.json)
+    ( $B setsid /orch/bin/sh -c "/orch/service $sn $sser 2>&1 | /orch/service-log $R/svc/$sn/log" < /dev/null > /dev/null 2>&1 3>&- ) &
+  done
   ( cd /
     ORCH_MANIFEST=$R/manifest.json HOME=/root $B setsid "$S" -c ". $R/startup.env; $B rm -f $R/startup.env; $S $R/startup.sh; echo \\"[orch] startup script exited with status \\$?\\"" < /dev/null > "\${LOGP:-/dev/null}" 2>&1 3>&- ) &
   say "$1" "S $1"
@@ -165,7 +185,7 @@ handle() {
   case "$1" in
     p) say "$2" "P $2 $($B cut -d' ' -f1 /proc/uptime)" ;;
     x) do_exec "$2" "$3" "$4" "$5" "$6" ;;
-    s) do_startup "$2" "$3" "$4" "$5" ;;
+    s) do_startup "$2" "$3" "$4" "$5" "$6" ;;
     t) $B date -u -s "@$3" >/dev/null 2>&1; say "$2" "T $2" ;;
   esac
 }

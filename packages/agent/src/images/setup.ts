@@ -33,6 +33,8 @@ export const DEBIAN_PACKAGES = [
   'mmdebstrap',
   'skopeo',
   'umoci',
+  // crun: the OCI runtime of manifest services, copied into every image's guest runtime.
+  'crun',
 ];
 
 /** The images `setup` knows how to build, and its default selection (`AGENT_IMAGES`). */
@@ -46,6 +48,8 @@ export interface KernelMeta {
   readonly kernel: string;
   /** Hash of the initramfs inputs, so a changed init rebuilds it. */
   readonly initramfs_stamp: string;
+  /** The kernel modules kept (GUEST_MODULES and their dependencies); another list unpacks again. */
+  readonly modules?: readonly string[];
 }
 
 export type Progress = (message: string) => void;
@@ -134,7 +138,11 @@ async function cloudKernelPackage(): Promise<string> {
 
 async function ensureKernel(layout: Layout, progress: Progress): Promise<KernelMeta> {
   const cached = await readKernelMeta(layout);
-  if (cached && existsSync(join(layout.kernelDir, 'modroot'))) {
+  if (
+    cached &&
+    existsSync(join(layout.kernelDir, 'modroot')) &&
+    cached.modules?.join(',') === GUEST_MODULES.join(',')
+  ) {
     progress(`kernel: cached (${cached.release})`);
     return cached;
   }
@@ -180,7 +188,7 @@ async function ensureKernel(layout: Layout, progress: Progress): Promise<KernelM
       await copyFile(vmlinuz, kernel);
       progress('kernel: could not unpack vmlinux; booting the compressed vmlinuz');
     }
-    const meta: KernelMeta = { package: pkg, release, kernel, initramfs_stamp: '' };
+    const meta: KernelMeta = { package: pkg, release, kernel, initramfs_stamp: '', modules: GUEST_MODULES };
     await writeFile(layout.kernelMeta, `${JSON.stringify(meta, null, 2)}\n`);
     progress(`kernel: ${release} ready`);
     return meta;
@@ -225,6 +233,7 @@ async function unpackVmlinux(vmlinuz: string, out: string, tmp: string): Promise
 async function ensureInitramfs(layout: Layout, kernel: KernelMeta, progress: Progress): Promise<void> {
   const stamp = createHash('sha256')
     .update(INITRAMFS_INIT)
+    .update(GUEST_MODULES.join(','))
     .update(await readFile(HOST_BUSYBOX))
     .update(kernel.release)
     .digest('hex')

@@ -146,9 +146,12 @@ export class GuestChannel {
     };
   }
 
-  /** Starts the startup script with `envScript` (export lines) sourced first and then deleted in the guest. */
-  async startup(script: string, envScript: string, manifestJson: string): Promise<void> {
-    await this.request(['s', enc(script), enc(envScript), enc(manifestJson)], 30_000);
+  /**
+   * Starts the services (`services`: lines of services.ts, secrets inside) and then the startup
+   * script with `envScript` (export lines) sourced first and then deleted in the guest.
+   */
+  async startup(script: string, envScript: string, manifestJson: string, services = ''): Promise<void> {
+    await this.request(['s', enc(script), enc(envScript), enc(manifestJson), enc(services)], 30_000);
   }
 
   /** Sets the guest's clock (after a live restore the guest's wall clock lags). */

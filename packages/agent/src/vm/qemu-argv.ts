@@ -16,6 +16,12 @@ export interface QemuArgs {
   readonly bindAddress: string;
   /** The NIC's MAC address (a live restore passes the new VM's; the guest is told after resume). */
   readonly mac?: string;
+  /**
+   * The image files of the manifest's services, in manifest order: one read-only virtio-blk disk
+   * each (serial `svc<i>`), after every other device, so a VM without services has the devices it
+   * always had and a live restore (same manifest) gets the same devices in the same order.
+   */
+  readonly serviceDisks?: readonly string[];
   /** Set for a live restore: QEMU waits for the migration stream from this file. */
   readonly incomingStateFile?: string;
   /** Set for a resume in place: QEMU waits for the (decrypted) migration stream on this socket. */
@@ -89,6 +95,12 @@ export function qemuArgv(a: QemuArgs): string[] {
     'virtserialport,chardev=log,name=log0',
     '-device',
     'virtio-rng-device',
+    ...(a.serviceDisks ?? []).flatMap((file, i) => [
+      '-drive',
+      `id=svc${i},file=${file},format=raw,if=none,readonly=on`,
+      '-device',
+      `virtio-blk-device,drive=svc${i},serial=svc${i}`,
+    ]),
     '-qmp',
     `unix:${a.dir}/qmp.sock,server=on,wait=off`,
     ...(a.incomingStateFile ? ['-incoming', `exec:cat ${sh(a.incomingStateFile)}`] : []),

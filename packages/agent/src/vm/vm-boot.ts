@@ -13,6 +13,7 @@ import { qemuArgv } from './qemu-argv.js';
 import { spawnQemu } from './qemu-process.js';
 import { Qmp } from './qmp.js';
 import { loadState } from './saved-state.js';
+import { type PreparedService, servicesStartupField } from './services.js';
 import type { SnapshotMeta } from './snapshots.js';
 import { shellQuote, type Vm } from './vm.js';
 
@@ -28,6 +29,8 @@ export interface BootSource {
   readonly live: boolean;
   /** A resume in place: the VM's own encrypted saved state (saved-state.ts) and its key's secret. */
   readonly saved?: { readonly file: string; readonly secret: string };
+  /** The manifest's services (a cold boot starts them; services.ts). */
+  readonly services?: readonly PreparedService[];
 }
 
 export interface BootDeps {
@@ -67,6 +70,7 @@ export async function bootVm(
     disk,
     dir: vm.dir,
     forwards: vm.record.ports.map((p) => ({ guest: p.port, host: p.host_port })),
+    serviceDisks: vm.record.service_disks ?? [],
     bindAddress: deps.bindAddress,
     ...(vm.record.mac ? { mac: vm.record.mac } : {}),
     ...(from.live
@@ -88,7 +92,7 @@ export async function bootVm(
     await loadState(from.saved.secret, from.saved.file, incomingSocket, deadline);
     await resume(vm, deadline, false);
   } else if (from.live) await resume(vm, deadline, true);
-  else await startGuest(vm, req!, deadline);
+  else await startGuest(vm, req!, deadline, from.services ?? []);
 }
 
 /**
@@ -117,8 +121,16 @@ async function prepareDisk(layout: Layout, vm: Vm, from: BootSource): Promise<st
   return disk;
 }
 
-/** Cold boot: waits for the guest agent's hello, then starts the startup script with its secrets. */
-async function startGuest(vm: Vm, req: CreateVmRequest, deadline: number): Promise<void> {
+/**
+ * Cold boot: waits for the guest agent's hello, then starts the services and the startup script
+ * with its secrets.
+ */
+async function startGuest(
+  vm: Vm,
+  req: CreateVmRequest,
+  deadline: number,
+  services: readonly PreparedService[],
+): Promise<void> {
   const channel = vm.channel!;
   await channel.waitHello(deadline, () => vm.alive);
   const env = Object.entries(req.secrets)
@@ -128,7 +140,7 @@ async function startGuest(vm: Vm, req: CreateVmRequest, deadline: number): Promi
   // The startup script begins with `cd <workspace>`: make sure the directory exists first.
   const workspace = workspaceOf(manifest);
   const prelude = workspace ? `mkdir -p ${shellQuote(workspace)}\n` : '';
-  await channel.startup(req.startup_script, prelude + env, manifest);
+  await channel.startup(req.startup_script, prelude + env, manifest, servicesStartupField(services));
 }
 
 /**

@@ -8,13 +8,16 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   type ExecResult,
+  LOG_WINDOW_BYTES,
   type LogWindowQuery,
   logWindow,
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
+import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
+import { SERVICE_STATUS_SCRIPT } from '../images/guest-services.js';
 import type { ImageStore } from '../images/image-store.js';
 import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
@@ -24,6 +27,7 @@ import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
+import { initialStatuses, parseServiceStatus, prepareServices, serviceLogScript } from './services.js';
 import { Snapshots } from './snapshots.js';
 import { shellQuote as q, Vm } from './vm.js';
 import { type BootSource, bootVm } from './vm-boot.js';
@@ -150,6 +154,12 @@ export class VmManager {
     }
     const image = snapshot ? undefined : (req.spec.image ?? DEFAULT_IMAGE);
     const baseImage = image ? await this.deps.images.resolve(image) : undefined;
+    const services = await prepareServices(
+      layout,
+      this.deps.images,
+      Buffer.from(req.manifest_inline, 'base64').toString('utf8'),
+      req.secrets,
+    );
     const live = !!req.restore_snapshot_id && snapshot?.kind === 'live';
     if (live && snapshot!.accelerator !== this.deps.accelerator) {
       throw AgentError.invalid(
@@ -182,6 +192,8 @@ export class VmManager {
         pid: null,
         append: live ? snapshot!.append : kernelCmdline(req.id, this.deps.tscKhz),
         mac: randomMac(),
+        services: initialStatuses(services.map((s) => s.service)),
+        service_disks: services.map((s) => s.imageFile),
       },
       dir,
     );
@@ -192,7 +204,7 @@ export class VmManager {
     await this.rt.save(vm);
     const mode: BootMode = live ? 'live_restore' : fromSnapshot ? 'disk_snapshot' : 'cold';
     const started = performance.now();
-    void this.boot(vm, req, { kernelFile, baseImage, snapshot, live })
+    void this.boot(vm, req, { kernelFile, baseImage, snapshot, live, services })
       .then(() => {
         if (vm.record.state !== 'running') return;
         this.deps.metrics?.boots.inc({ mode, outcome: 'running' });
@@ -344,6 +356,72 @@ export class VmManager {
     } finally {
       await file.close();
     }
+  }
+
+  /**
+   * Asks the guest of every running VM with services for their status (one exec each) and keeps it
+   * in the VM's record, where `GET /v1/vms` reads it. Called every few seconds by the agent
+   * ({@link VmManager.watchServices}); a guest that does not answer keeps its last status.
+   */
+  async refreshServices(): Promise<void> {
+    const vms = [...this.vms.values()].filter(
+      (v) => v.record.state === 'running' && v.channel && v.record.services.length > 0,
+    );
+    await Promise.all(
+      vms.map(async (vm) => {
+        try {
+          const r = await vm.channel!.exec(SERVICE_STATUS_SCRIPT, Buffer.alloc(0), 20, 64 * 1024);
+          if (r.exitCode === 0)
+            vm.record.services = parseServiceStatus(vm.record.services, r.stdout.toString('utf8'));
+        } catch {
+          // The VM stopped or is busy (paused for a snapshot): the next round asks again.
+        }
+      }),
+    );
+  }
+
+  /** Refreshes service statuses every `intervalMs` until `signal` aborts. */
+  watchServices(signal: AbortSignal, intervalMs = 3000): void {
+    const tick = async () => {
+      while (!signal.aborted) {
+        await this.refreshServices().catch(() => undefined);
+        await sleep(intervalMs, signal).catch(() => undefined);
+      }
+    };
+    void tick();
+  }
+
+  /**
+   * `GET /v1/vms/{id}/log?service=NAME`: a window of a service's output (stdout and stderr, and the
+   * supervisor's own `[orch]` lines), read from the guest, where it is kept rotated
+   * (guest-services.ts). Offsets are absolute; `offset` is where the window starts.
+   */
+  async serviceLog(
+    id: string,
+    name: string,
+    window: { offset?: number | undefined; tail?: number | undefined },
+  ): Promise<{ bytes: Buffer; offset: number; size: number }> {
+    const vm = this.running(id);
+    if (!vm.record.services.some((s) => s.name === name)) {
+      throw AgentError.notFound('service', name);
+    }
+    const r = await vm
+      .channel!.exec(
+        serviceLogScript(name, window, LOG_WINDOW_BYTES),
+        Buffer.alloc(0),
+        30,
+        LOG_WINDOW_BYTES + 64,
+      )
+      .catch((err: Error) => {
+        throw AgentError.unavailable(`could not read the log of service ${name}: ${err.message}`, { id });
+      });
+    const nl = r.stdout.indexOf(0x0a);
+    const [start = 0, size = 0] = r.stdout
+      .subarray(0, Math.max(nl, 0))
+      .toString('utf8')
+      .split(' ')
+      .map(Number);
+    return { bytes: nl < 0 ? Buffer.alloc(0) : r.stdout.subarray(nl + 1), offset: start, size };
   }
 
   /** Attaches to the serial console: `onData` gets guest output (an empty buffer at the end); returns the writer and a detach function. */

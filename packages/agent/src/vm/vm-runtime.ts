@@ -46,6 +46,7 @@ export class VmRuntime {
       let record: VmRecord;
       try {
         record = JSON.parse(await readFile(join(dir, 'vm.json'), 'utf8')) as VmRecord;
+        record.services ??= []; // records written before services existed
       } catch {
         await rm(dir, { recursive: true, force: true });
         continue;

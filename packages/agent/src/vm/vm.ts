@@ -19,6 +19,8 @@ export interface VmRecord extends AgentVm {
   resume_at_start?: boolean;
   /** The guest kernel it booted (a resume in place needs the same one). */
   kernel?: string;
+  /** The image files of its services' disks, in device order (a resume in place needs the same). */
+  service_disks?: string[];
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;
@@ -76,6 +78,7 @@ export class Vm {
       running_since: _since,
       resume_at_start: _resume,
       kernel: _kernel,
+      service_disks: _disks,
       ...vm
     } = this.record;
     // A paused VM forwards nothing: its host ports are released (kept in the record to be asked

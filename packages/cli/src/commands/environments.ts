@@ -134,6 +134,18 @@ export function showEnvironment(env: Environment, output: OutputMode): string {
     if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
     for (const p of env.ports) lines.push(`  ${p.as.padEnd(12)} ${p.url}  -> guest port ${p.port}`);
   }
+  // Older orchd answers carry no services.
+  const services = env.services ?? [];
+  if (services.length > 0) {
+    lines.push('  services:');
+    for (const s of services) {
+      const exit = s.exit_code !== undefined ? `  last exit ${s.exit_code}` : '';
+      const ports = s.ports.length > 0 ? `  ports ${s.ports.join(',')}` : '';
+      lines.push(
+        `    ${s.name.padEnd(12)} ${s.state.padEnd(10)} ${s.image}  restarts ${s.restarts}${exit}${ports}`,
+      );
+    }
+  }
   return `${lines.join('\n')}\n`;
 }
 

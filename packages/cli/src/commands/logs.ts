@@ -7,22 +7,29 @@ import { client } from './client.js';
 const MAX_RECONNECTS = 30;
 
 /**
- * `orch logs <env> [-f]`: prints the environment's startup log as the guest wrote it (raw bytes).
+ * `orch logs <env> [service] [-f]`: prints the environment's startup log, or that service's log, as
+ * the guest wrote it (raw bytes).
  * Without `-f` it reads the whole log window by window; with `-f` it keeps printing new output
  * until the environment stops (or Ctrl-C), reconnecting after a dropped connection from the
  * byte it had reached, so nothing is printed twice or skipped.
  */
-export async function showLogs(id: string, opts: { follow?: boolean; tail?: string }): Promise<number> {
+export async function showLogs(
+  id: string,
+  opts: { follow?: boolean; tail?: string; service?: string },
+): Promise<number> {
   if (opts.tail !== undefined && !/^\d{1,15}$/.test(opts.tail))
     throw new CliError('orch: --tail must be a number of bytes');
   const api = await client();
+  // With a service: its log (the orchestrator checks the name); its offsets are absolute and skip
+  // what the guest's rotation dropped, which the headers' offsets say.
+  const service = opts.service !== undefined ? `service=${encodeURIComponent(opts.service)}&` : '';
   const base = `/v1/environments/${encodeURIComponent(id)}/logs`;
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   if (!opts.follow) {
     let query = opts.tail !== undefined ? `tail=${opts.tail}` : 'offset=0';
     for (;;) {
-      const res = await api.open(`${base}?${query}`, stop.signal);
+      const res = await api.open(`${base}?${service}${query}`, stop.signal);
       const bytes = new Uint8Array(await res.arrayBuffer());
       await write(bytes);
       const next = Number(res.headers.get(LOG_OFFSET_HEADER)) + bytes.byteLength;
@@ -35,7 +42,7 @@ export async function showLogs(id: string, opts: { follow?: boolean; tail?: stri
   while (!stop.signal.aborted) {
     let res: Response;
     try {
-      res = await api.open(`${base}?${query}&follow=true`, stop.signal);
+      res = await api.open(`${base}?${service}${query}&follow=true`, stop.signal);
     } catch (err) {
       if (stop.signal.aborted) break;
       if (!(err instanceof ApiCallError && err.code === 'transport') || ++failures > MAX_RECONNECTS)

@@ -16,7 +16,7 @@ export function addEnv(program: Command): void {
     );
   env
     .command('get')
-    .description('Show one environment with its exposed ports')
+    .description('Show one environment with its exposed ports and its services')
     .argument('<env>', 'environment id')
     .action(
       printing(async (id: string, _opts: unknown, mode: OutputMode) =>

@@ -7,6 +7,7 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   ExecResult,
+  manifestServices,
   OrchError,
   SECRET_NAME,
   SECRET_NAME_RULE,
@@ -67,6 +68,8 @@ export class EnvironmentService {
     opts: { restore?: SnapshotRow; seed?: SnapshotRow } = {},
   ): Promise<Environment> {
     const needed = secretReferences(req.manifest_inline);
+    // Service names and images, checked before anything is placed (the agent checks them again).
+    const services = manifestServices(Buffer.from(req.manifest_inline, 'base64').toString('utf8'));
     // Own properties only: a name like `constructor` or `__proto__` is not a value given.
     const given = new Map(Object.entries(req.secrets));
     const missing = needed.filter((name) => !given.has(name));
@@ -86,6 +89,7 @@ export class EnvironmentService {
       const hosts = await this.hosts.list();
       const placement = place(hosts, await this.repo.usage(trx), {
         spec: req.spec,
+        services,
         ...(snapshot ? { onHost: snapshot.host_id } : {}),
       });
       this.metrics?.placements.inc({ outcome: placement.ok ? 'placed' : placement.reason });
@@ -103,6 +107,13 @@ export class EnvironmentService {
           secret_names: Object.keys(req.secrets).sort(),
           seed_snapshot_id: opts.seed?.id ?? null,
           restored_from_snapshot_id: opts.restore?.id ?? null,
+          services: services.map((s) => ({
+            name: s.name,
+            image: s.image,
+            state: 'starting' as const,
+            restarts: 0,
+            ports: [...s.ports],
+          })),
         },
         trx,
       );
@@ -210,6 +221,8 @@ export class EnvironmentService {
    * address are reachable at the agent's own host name, so that is what the record says.
    */
   async record(id: string, vm: AgentVm, agentUrl: string): Promise<void> {
+    if (vm.services.length > 0 && (await this.repo.refreshServices(id, vm.services)))
+      this.logger.debug({ env: id }, 'environment services follow its VM');
     if (vm.state === 'running') {
       const moved = await this.repo.transition(id, ['creating'], 'running', {
         ports: portsOf(vm, agentUrl),

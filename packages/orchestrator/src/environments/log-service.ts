@@ -1,10 +1,10 @@
 import {
   AGENT_VM_PATHS,
+  type AgentLogQuery,
   type EnvironmentState,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
   LOG_WINDOW_BYTES,
-  type LogWindowQuery,
   OrchError,
 } from '@orch/protocol';
 import { sleep } from '@support/server';
@@ -24,8 +24,9 @@ export interface LogWindow {
 const WRITING: readonly EnvironmentState[] = ['creating', 'running', 'pausing', 'paused', 'resuming'];
 
 /**
- * Environment logs (`GET /v1/environments/{id}/logs`): the startup script's output, read from the
- * environment's agent in windows of at most 1 MiB (see `logs.ts` of @orch/protocol). A follower
+ * Environment logs (`GET /v1/environments/{id}/logs`): the startup script's output, or with
+ * `service` one service's output (kept rotated in the guest: the agent's README, "Services"), read
+ * from the environment's agent in windows of at most 1 MiB (see `logs.ts` of @orch/protocol). A follower
  * polls the agent every `pollMs` for bytes past what it has sent, and ends once the environment has
  * left the states in which its VM runs (after a last read) or the caller goes away. The log lives
  * with the VM: once the VM is gone (stopped), asking for it is a `409 conflict` saying so.
@@ -38,7 +39,7 @@ export class LogService {
   ) {}
 
   /** The window of environment `id`'s log that `query` names. */
-  async window(id: string, query: LogWindowQuery): Promise<LogWindow> {
+  async window(id: string, query: AgentLogQuery): Promise<LogWindow> {
     return this.read(await this.envs.row(id), query);
   }
 
@@ -49,7 +50,7 @@ export class LogService {
    */
   async follow(
     id: string,
-    query: LogWindowQuery,
+    query: AgentLogQuery,
     signal: AbortSignal,
   ): Promise<{ stream: ReadableStream<Uint8Array>; offset: number }> {
     const first = await this.window(id, query);
@@ -74,7 +75,12 @@ export class LogService {
             const row = await this.envs.row(id);
             // Read once more after the VM stopped writing, so its last words are not lost.
             if (!WRITING.includes(row.state as EnvironmentState)) lastRound = true;
-            const next = await this.read(row, { offset });
+            const next = await this.read(row, {
+              ...(query.service ? { service: query.service } : {}),
+              offset,
+            });
+            // A service log rotates: bytes it dropped before they were read are skipped.
+            offset = next.offset;
             pending = next.bytes;
             if (pending.byteLength === LOG_WINDOW_BYTES || lastRound) continue;
             if (pending.byteLength === 0) await sleep(this.pollMs, gone.signal);
@@ -88,7 +94,9 @@ export class LogService {
     return { stream, offset: first.offset };
   }
 
-  private async read(row: EnvironmentRow, query: LogWindowQuery): Promise<LogWindow> {
+  private async read(row: EnvironmentRow, query: AgentLogQuery): Promise<LogWindow> {
+    if (query.service !== undefined && !row.services.some((s) => s.name === query.service))
+      throw OrchError.notFound('service', query.service);
     if (row.state === 'stopped')
       throw new OrchError('conflict', `environment ${row.id} is stopped: its log went with its VM`, {
         state: row.state,

@@ -1,4 +1,4 @@
-import type { Host } from '@orch/protocol';
+import { type Host, manifestServices } from '@orch/protocol';
 import { describe, expect, test } from 'vitest';
 import type { HostUsage } from '../store/environments-repo.js';
 import { place } from './scheduler.js';
@@ -31,7 +31,37 @@ const spec = { cpus: 2, ram_mb: 2048, storage_gb: 10, max_runtime_seconds: 3600 
 const used = (entries: [string, Partial<HostUsage>][]) =>
   new Map(entries.map(([id, u]) => [id, { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {}, ...u }]));
 
+const services = (spec: Record<string, { image: string }>) =>
+  manifestServices(JSON.stringify({ services: spec }));
+
 describe('placement', () => {
+  test('a host lacking a service image is not eligible; an image on no host is a 400 naming it and its service', () => {
+    const hosts = [
+      host('a', { images: ['debian-12', 'web-1'] }),
+      host('b', { images: ['debian-12', 'postgres-16'] }),
+    ];
+    const both = services({ web: { image: 'web-1' }, db: { image: 'postgres:16' } });
+    expect(
+      place(hosts, used([]), { spec, services: services({ db: { image: 'postgres:16' } }) }),
+    ).toMatchObject({
+      ok: true,
+      host: { id: 'b' },
+    });
+    expect(place(hosts, used([]), { spec, services: both })).toMatchObject({
+      ok: false,
+      code: 'invalid_argument',
+      message: expect.stringContaining('no host has the images of all services'),
+    });
+    expect(
+      place(hosts, used([]), { spec, services: services({ cache: { image: 'reg.local/redis:7' } }) }),
+    ).toEqual({
+      ok: false,
+      code: 'invalid_argument',
+      reason: 'never_fits',
+      message: 'service "cache": image "reg.local/redis:7" (image name redis-7) is on no microvm host',
+    });
+  });
+
   test('spreads load: the host left with the most free share wins', () => {
     const r = place([host('a'), host('b')], used([['a', { cpus: 4 }]]), { spec });
     expect(r.ok && r.host.id).toBe('b');

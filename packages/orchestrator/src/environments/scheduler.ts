@@ -1,4 +1,4 @@
-import type { Host, VmSpec } from '@orch/protocol';
+import type { Host, ManifestService, VmSpec } from '@orch/protocol';
 import type { PlacementFailure } from '../metrics.js';
 import type { HostUsage } from '../store/environments-repo.js';
 
@@ -7,6 +7,8 @@ export interface PlacementRequest {
   readonly spec: VmSpec;
   /** Snapshots live on the host that took them: a restore or a seed must run there. */
   readonly onHost?: string;
+  /** The manifest's services: the chosen host must have every service's image. */
+  readonly services?: readonly ManifestService[];
 }
 
 export type Placement =
@@ -52,9 +54,20 @@ export function place(
           : `no ${kind} host is registered`,
     };
   }
+  // A service image that no host has: say which image and which service, before anything else.
+  for (const svc of req.services ?? []) {
+    if (pool.some((h) => h.images.includes(svc.imageName))) continue;
+    const alias = svc.imageName === svc.image ? '' : ` (image name ${svc.imageName})`;
+    return {
+      ok: false,
+      code: 'invalid_argument',
+      reason: 'never_fits',
+      message: `service "${svc.name}": image "${svc.image}"${alias} is on no ${kind} host${req.onHost !== undefined ? ` (${req.onHost})` : ''}`,
+    };
+  }
   const missing = new Set<string>();
   const qualified = pool.filter((h) => {
-    const lacks = couldNeverFit(h, spec);
+    const lacks = couldNeverFit(h, spec, req.services ?? []);
     for (const m of lacks) missing.add(m);
     return lacks.length === 0;
   });
@@ -92,10 +105,15 @@ export function place(
   };
 }
 
-function couldNeverFit(h: Host, spec: VmSpec): string[] {
+function couldNeverFit(h: Host, spec: VmSpec, services: readonly ManifestService[]): string[] {
   const lacks: string[] = [];
   if (spec.image !== undefined && !h.images.includes(spec.image))
     lacks.push(`image "${spec.image}" is on no host`);
+  const without = services
+    .filter((s) => !h.images.includes(s.imageName))
+    .map((s) => `${s.name} (${s.image})`);
+  if (without.length > 0)
+    lacks.push(`no host has the images of all services (${h.id} lacks ${without.join(', ')})`);
   if (h.capacity.cpus < spec.cpus) lacks.push(`${spec.cpus} cpus (largest host has fewer)`);
   if (h.capacity.ram_mb < spec.ram_mb) lacks.push(`${spec.ram_mb} MiB of RAM (largest host has less)`);
   if (h.capacity.disk_gb < spec.storage_gb)

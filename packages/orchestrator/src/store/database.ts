@@ -70,7 +70,9 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
 }
 
 async function migrate(db: Kysely<Database>, logger: Logger): Promise<void> {
-  const migrator = new Migrator({ db, provider: migrationProvider });
+  // Numbers are reserved per feature branch (0005-0007 land after 0008 on a database that already
+  // has 0008): run a missing lower-numbered migration rather than refuse the database.
+  const migrator = new Migrator({ db, provider: migrationProvider, allowUnorderedMigrations: true });
   for (let attempt = 1; ; attempt++) {
     const { error, results } = await migrator.migrateToLatest();
     if (!error) {

@@ -3,6 +3,7 @@ import {
   ENVIRONMENT_TRANSITIONS,
   type Environment,
   type EnvironmentState,
+  type ServiceStatus,
 } from '@orch/protocol';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { Database, EnvironmentsTable, PortJson, VmSpecJson } from './schema.js';
@@ -32,6 +33,8 @@ export interface HostUsage {
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 
 export interface NewEnvironment {
+  /** The manifest's services, before the agent reported any state. */
+  readonly services?: readonly ServiceStatus[];
   readonly id: string;
   readonly task_id: string;
   readonly host_id: string;
@@ -93,6 +96,7 @@ export class EnvironmentsRepo {
         spec: JSON.stringify(env.spec),
         expose: JSON.stringify(env.expose),
         secret_names: JSON.stringify(env.secret_names),
+        services: JSON.stringify(env.services ?? []),
         last_error: null,
         started_at: null,
         expires_at: null,
@@ -180,6 +184,25 @@ export class EnvironmentsRepo {
     return updated.numUpdatedRows > 0n;
   }
 
+  /**
+   * Keeps an environment's services as its agent last reported them (while it is active). Writes
+   * only when something changed; returns whether it did.
+   */
+  async refreshServices(id: string, services: readonly ServiceStatus[]): Promise<boolean> {
+    const row = await this.get(id);
+    if (!row || !['creating', 'running', 'pausing', 'paused', 'resuming'].includes(row.state)) return false;
+    const key = (list: readonly ServiceStatus[]) =>
+      JSON.stringify(list.map((s) => [s.name, s.image, s.state, s.restarts, s.exit_code ?? null, s.ports]));
+    if (key(row.services) === key(services)) return false;
+    const updated = await this.db
+      .updateTable('environments')
+      .set({ services: JSON.stringify(services), updated_at: new Date() })
+      .where('id', '=', id)
+      .where('state', '=', row.state)
+      .executeTakeFirst();
+    return updated.numUpdatedRows > 0n;
+  }
+
   /** Whether a host still has environments holding capacity (it cannot be removed then). */
   async hostHasActive(hostId: string): Promise<boolean> {
     const row = await this.db
@@ -206,6 +229,7 @@ export function toEnvironment(row: EnvironmentRow): Environment {
       url: `http://${p.host.includes(':') ? `[${p.host}]` : p.host}:${p.host_port}`,
     })),
     secret_names: row.secret_names,
+    services: row.services,
     seed_snapshot_id: row.seed_snapshot_id,
     restored_from_snapshot_id: row.restored_from_snapshot_id,
     last_error: row.last_error,

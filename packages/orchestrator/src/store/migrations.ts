@@ -177,6 +177,23 @@ const MIGRATIONS: Record<string, Migration> = {
       }
     },
   },
+  '0005_services': {
+    async up(db: Kysely<unknown>) {
+      // The manifest's services and their state as the agent last reported them (ServiceStatus[]).
+      await db.schema
+        .alterTable('environments')
+        .addColumn('services', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .execute();
+      // A change of a service's state is an `environment.updated` event (the dashboard re-renders).
+      await sql`DROP TRIGGER IF EXISTS environments_events ON environments`.execute(db);
+      await sql
+        .raw(
+          `CREATE TRIGGER environments_events AFTER INSERT OR UPDATE OR DELETE ON environments
+           FOR EACH ROW EXECUTE FUNCTION orch_record_event('environment', 'id,state,host_id,task_id,last_error,restored_from_snapshot_id,services')`,
+        )
+        .execute(db);
+    },
+  },
   // Build layers (issue 15): `snapshots.layer_key` is written only together with `ready` (so a
   // lookup never finds a half-written layer); builds keep their steps as JSON; build events come
   // from the same trigger function as 0004's (`progress` changes once per finished step).

@@ -1,4 +1,4 @@
-import type { AgentImage, BuildStep, VmSpec } from '@orch/protocol';
+import type { AgentImage, BuildStep, ServiceStatus, VmSpec } from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -70,6 +70,8 @@ export interface EnvironmentsTable {
   seed_snapshot_id: string | null;
   restored_from_snapshot_id: string | null;
   ports: ColumnType<PortJson[], string | undefined, string>;
+  /** The manifest's services as the agent last reported them (migration 0005_services). */
+  services: ColumnType<ServiceStatus[], string | undefined, string>;
   last_error: string | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;

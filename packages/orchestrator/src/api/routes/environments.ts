@@ -149,7 +149,7 @@ export function environmentRoutes(
       access: 'authenticated',
       tag: 'environments',
       summary:
-        "The startup script's output (text/plain, raw bytes): a window of at most 1 MiB from ?offset= (default 0) or the last ?tail= bytes, with x-log-offset and x-log-size; ?follow=true (x-log-offset only) keeps the answer open and streams new output until the environment stops. 409 once the environment is stopped (the log goes with its VM)",
+        "The startup script's output, or with ?service=NAME that service's stdout and stderr (text/plain, raw bytes): a window of at most 1 MiB from ?offset= (default 0) or the last ?tail= bytes, with x-log-offset and x-log-size; ?follow=true (x-log-offset only) keeps the answer open and streams new output until the environment stops. 409 once the environment is stopped (the log goes with its VM)",
       params: IdParam,
       query: EnvironmentLogsQuery,
       errors: [409],

@@ -1,6 +1,6 @@
 // The page of one environment (#/environments/<id>): its record and progress, actions, services,
 // snapshots, and its startup or service log followed live.
-import type { Environment, Snapshot } from '@orch/protocol';
+import type { Environment, ServiceStatus, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
 import { ago, h, mount } from '../dom.js';
 import { onLeave } from '../page.js';
@@ -10,16 +10,6 @@ import { takeSnapshot } from './environments.js';
 import { openExec } from './exec-panel.js';
 import { followLog } from './log-panel.js';
 import { snapshotActions } from './snapshots.js';
-
-/** A service of the environment as its record lists it (the services issue adds them). */
-interface ServiceStatus {
-  name: string;
-  image: string;
-  state: string;
-  restarts: number;
-  exit_code?: number | null;
-  ports: number[];
-}
 
 /** What each transitional state is doing, for its progress line. */
 const BUSY: Partial<Record<Environment['state'], string>> = {
@@ -35,7 +25,7 @@ export async function environmentView(main: HTMLElement, id: string): Promise<vo
     api<Environment>('GET', `/v1/environments/${encodeURIComponent(id)}`),
     api<{ snapshots: Snapshot[] }>('GET', `/v1/snapshots?vm_id=${encodeURIComponent(id)}`),
   ]);
-  const services = (env as Environment & { services?: ServiceStatus[] }).services ?? [];
+  const services = env.services;
   const now = Date.now();
   const busy = BUSY[env.state];
   const from = env.restored_from_snapshot_id ?? env.seed_snapshot_id;

@@ -1,0 +1,140 @@
+import { z } from 'zod';
+import { OrchError } from './errors.js';
+import { IMAGE_NAME, SERVICE_NAME } from './ids.js';
+
+/**
+ * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
+ * inside the environment's VM (the agent's README, "Services"). These are the pieces orchd and the
+ * agent share: the service name rule, how a service's `image` names an agent image, the manifest
+ * reader both use, and the status record the agent reports and the environment carries.
+ */
+
+/** A service of the manifest, as the guest runs it. */
+export interface ManifestService {
+  readonly name: string;
+  /** The image as the definition wrote it (`postgres:16`). */
+  readonly image: string;
+  /** The agent image it runs ({@link serviceImageName}). */
+  readonly imageName: string;
+  readonly ports: readonly number[];
+  /** In file order: a literal value, or the name of a secret. */
+  readonly env: readonly { readonly name: string; readonly value?: string; readonly secret?: string }[];
+}
+
+/**
+ * The agent image a service's `image` names: the name itself when it is an image name
+ * (`busybox-httpd`), else the name `orch-agent image pull` gives that reference by default:
+ * `<last path part>-<tag>` or `-<first 12 hex digits of the digest>`, lower case
+ * (`postgres:16` -> `postgres-16`, `reg:5000/lib/web@sha256:ab12...` -> `web-ab12...`).
+ *
+ * @example serviceImageName('postgres:16') // 'postgres-16'
+ */
+export function serviceImageName(image: string): string {
+  if (IMAGE_NAME.test(image)) return image;
+  let ref = image.replace(/^docker:\/\//, '');
+  let version = 'latest';
+  const at = ref.indexOf('@');
+  if (at >= 0) {
+    version = ref
+      .slice(at + 1)
+      .replace(/^sha256:/, '')
+      .slice(0, 12);
+    ref = ref.slice(0, at);
+  }
+  const last = ref.split('/').at(-1) ?? '';
+  const colon = last.lastIndexOf(':');
+  const base = colon >= 0 ? last.slice(0, colon) : last;
+  if (colon >= 0 && at < 0) version = last.slice(colon + 1);
+  return `${base}-${version}`
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]/g, '-')
+    .slice(0, 63);
+}
+
+const ManifestShape = z.object({
+  services: z
+    .record(
+      z.string(),
+      z.object({
+        image: z.string().min(1),
+        ports: z.array(z.number().int().min(1).max(65_535)).optional(),
+        env: z
+          .record(
+            z.string(),
+            z.union([z.string(), z.object({ value: z.string().optional(), secret: z.string().optional() })]),
+          )
+          .optional(),
+      }),
+    )
+    .optional(),
+});
+
+/** Most services one environment may run (each is a disk of its VM). */
+export const MAX_SERVICES = 16;
+
+/**
+ * The services of a manifest (its JSON text), in file order. Refuses, as `invalid_argument`, a
+ * manifest that is not JSON of the manifest's shape, a service name outside {@link SERVICE_NAME},
+ * an env name with `=` or a NUL, or more than {@link MAX_SERVICES} services.
+ */
+export function manifestServices(manifestJson: string): ManifestService[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(manifestJson);
+  } catch {
+    throw OrchError.invalid('manifest_inline is not base64 of JSON', { field: 'manifest_inline' });
+  }
+  const parsed = ManifestShape.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw OrchError.invalid(`manifest: ${issue?.path.join('.')}: ${issue?.message}`, {
+      field: 'manifest_inline',
+    });
+  }
+  const entries = Object.entries(parsed.data.services ?? {});
+  if (entries.length > MAX_SERVICES)
+    throw OrchError.invalid(`manifest: at most ${MAX_SERVICES} services`, { field: 'manifest_inline' });
+  return entries.map(([name, svc]) => {
+    if (!SERVICE_NAME.test(name)) {
+      throw OrchError.invalid(
+        `manifest: service name ${JSON.stringify(name)}: 1-63 lower-case letters, digits, "_" or "-", starting with a letter or digit`,
+        { field: 'manifest_inline', service: name.slice(0, 64) },
+      );
+    }
+    const env = Object.entries(svc.env ?? {}).map(([k, v]) => {
+      if (k === '' || k.includes('=') || k.includes('\0'))
+        throw OrchError.invalid(
+          `manifest: service ${name}: env name ${JSON.stringify(k)} is not a variable name`,
+          {
+            field: 'manifest_inline',
+            service: name,
+          },
+        );
+      if (typeof v === 'string') return { name: k, value: v };
+      return v.secret !== undefined ? { name: k, secret: v.secret } : { name: k, value: v.value ?? '' };
+    });
+    return { name, image: svc.image, imageName: serviceImageName(svc.image), ports: svc.ports ?? [], env };
+  });
+}
+
+/**
+ * Service states: `starting` (image being mounted), `running` (its process runs), `restarting`
+ * (exited; waiting out the backoff), `failed` (exited too often in a row: not restarted),
+ * `unknown` (the guest did not say yet, e.g. just after a cold boot).
+ */
+export const SERVICE_STATES = ['starting', 'running', 'restarting', 'failed', 'unknown'] as const;
+
+/** A service of an environment as its agent last saw it. */
+export const ServiceStatus = z
+  .object({
+    name: z.string(),
+    image: z.string(),
+    state: z.enum(SERVICE_STATES),
+    /** Restarts so far (since the VM booted). */
+    restarts: z.number().int().nonnegative(),
+    /** The status of its last exit (128+N: killed by signal N); absent when it never exited. */
+    exit_code: z.number().int().optional(),
+    ports: z.array(z.number().int()),
+  })
+  .meta({ id: 'ServiceStatus' });
+export type ServiceStatus = z.infer<typeof ServiceStatus>;
