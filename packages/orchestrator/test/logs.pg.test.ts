@@ -89,8 +89,10 @@ describeStores('environment logs on the %s store', (store) => {
     await expect.poll(() => out, { timeout: 10_000 }).toBe('booted\n');
     agent.appendLog(env.id, 'step 1 done\n');
     await expect.poll(() => out, { timeout: 10_000 }).toBe('booted\nstep 1 done\n');
-    // Written just before the stop: the follower's last read after the stop still gets it.
+    // Stopping the environment ends the follow (the log goes with the VM; what the follower had
+    // not read by then is gone with it, so the test lets it read first).
     agent.appendLog(env.id, 'last words\n');
+    await expect.poll(() => out, { timeout: 10_000 }).toBe('booted\nstep 1 done\nlast words\n');
     const rm = await orch('-o', 'json', 'env', 'rm', env.id);
     expect(JSON.parse(rm.stdout).state).toBe('stopped');
     expect(await exited).toBe(0);

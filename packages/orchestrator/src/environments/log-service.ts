@@ -73,7 +73,7 @@ export class LogService {
           if (lastRound || gone.signal.aborted) return controller.close();
           try {
             const row = await this.envs.row(id);
-            // Read once more after the VM stopped writing, so its last words are not lost.
+            // Read once more after the VM stopped writing (its agent may already have deleted it).
             if (!WRITING.includes(row.state as EnvironmentState)) lastRound = true;
             const next = await this.read(row, {
               ...(query.service ? { service: query.service } : {}),
