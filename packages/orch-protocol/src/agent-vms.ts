@@ -201,6 +201,11 @@ export const SnapshotArtifact = z
     size_bytes: z.number().int().nonnegative(),
     /** Hex sha256 of the rootfs artifact. */
     digest: z.string().regex(/^[0-9a-f]{64}$/),
+    /** Hex sha256 of the memory state (`state.bin`) of a live snapshot. */
+    state_digest: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
     arch: z.enum(['amd64', 'arm64']),
     created_at: z.iso.datetime(),
   })

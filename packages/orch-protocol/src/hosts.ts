@@ -51,4 +51,5 @@ export type Host = z.infer<typeof Host>;
 export const HostList = z.object({ hosts: z.array(Host) }).meta({ id: 'HostList' });
 export type HostList = z.infer<typeof HostList>;
 
-export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon']) });
+/** `?action=` of `POST /v1/hosts/{id}`: `drain` cordons, then moves running environments away (moves.ts). */
+export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon', 'drain']) });

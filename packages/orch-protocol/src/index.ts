@@ -61,9 +61,19 @@ export {
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export {
+  EnvironmentMove,
+  FINAL_MOVE_STATES,
+  HostDrain,
+  MOVE_STATES,
+  MoveList,
+  MoveListQuery,
+  type MoveState,
+} from './moves.js';
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,
+  CreateSnapshotExportBody,
   RestoreSnapshotBody,
   SNAPSHOT_STATES,
   Snapshot,
@@ -85,6 +95,20 @@ export {
   text,
   textProblem,
 } from './text.js';
+export {
+  ARTIFACT_FILES,
+  type ArtifactFile,
+  type Destination,
+  destination,
+  EXPORT_MANIFEST,
+  ExportManifest,
+  parseDestination,
+  SnapshotExportRequest,
+  SnapshotExportResult,
+  SnapshotFetchRequest,
+  TRANSFER_PATHS,
+  TRANSFER_ROUTES,
+} from './transfer.js';
 export {
   AGENT_VM_TRANSITIONS,
   allowedSources,
