@@ -75,7 +75,10 @@ export const OPTIONS = declareOptions({
     schema: z
       .string()
       .default('')
-      .refine((v) => v === '' || /^https?:\/\/[^/?#@]+\/?$/.test(v), 'must be http(s)://host[:port] (no path, no credentials)'),
+      .refine(
+        (v) => v === '' || /^https?:\/\/[^/?#@]+\/?$/.test(v),
+        'must be http(s)://host[:port] (no path, no credentials)',
+      ),
     description: 'exports: endpoint of the S3-compatible storage of s3:// destinations (empty: AWS)',
   },
   s3Region: {

@@ -22,11 +22,11 @@ import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
 import { AgentMetrics } from './metrics.js';
+import { ArtifactTransfer } from './transfer/artifact-transfer.js';
+import { run, which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
 import { HostPorts } from './vm/host-ports.js';
 import { VmManager } from './vm/vm-manager.js';
-import { ArtifactTransfer } from './transfer/artifact-transfer.js';
-import { run, which } from './util/run.js';
 
 /** Version reported in /v1/info: the package's own, from its package.json. */
 export const AGENT_VERSION: string = manifest.version;

@@ -1,5 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@support/pg/testing';
@@ -97,7 +105,11 @@ describe('exports', () => {
     expect(readFileSync(join(dir, 'disk.qcow2')).equals(disk)).toBe(true);
     expect(readFileSync(join(dir, 'state.bin')).equals(state)).toBe(true);
     const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
-    expect(manifest).toMatchObject({ format: 'orch-snapshot/1', digest: sha(disk), state_digest: sha(state) });
+    expect(manifest).toMatchObject({
+      format: 'orch-snapshot/1',
+      digest: sha(disk),
+      state_digest: sha(state),
+    });
     expect(readdirSync(dir).filter((f) => f.endsWith('.partial'))).toEqual([]);
   });
 
@@ -228,7 +240,10 @@ describe('fetch', () => {
       source: { export_ref: `file://${exportsDir}/none/snap_a` },
     });
     expect(missing.status).toBe(404);
-    const badId = await b.request('POST', '/v1/snapshots/..%2Fx/fetch', { digest, source: { export_ref: 'file:///x' } });
+    const badId = await b.request('POST', '/v1/snapshots/..%2Fx/fetch', {
+      digest,
+      source: { export_ref: 'file:///x' },
+    });
     expect(badId.status).toBe(404);
   });
 

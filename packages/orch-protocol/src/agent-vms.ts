@@ -207,6 +207,8 @@ export const SnapshotArtifact = z
       .regex(/^[0-9a-f]{64}$/)
       .optional(),
     arch: z.enum(['amd64', 'arm64']),
+    /** The accelerator it was taken under (a live one resumes only under the same). */
+    accelerator: text(64).optional(),
     created_at: z.iso.datetime(),
   })
   .meta({ id: 'SnapshotArtifact' });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_RUNTIME_SECONDS } from './agent-vms.js';
-import { destination } from './transfer.js';
 import { agentId, text } from './text.js';
+import { destination } from './transfer.js';
 
 /**
  * Snapshot states (orchestrator.md lists the values; the transitions are ours):

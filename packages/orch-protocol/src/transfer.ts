@@ -51,7 +51,9 @@ const SEGMENT = /^[A-Za-z0-9._~+=@,-]+$/;
  * parseDestination('s3://backups/orch')  // { ok: true, value: { scheme: 's3', bucket: 'backups', prefix: 'orch', ... } }
  * parseDestination('file://../etc')      // { ok: false, reason: 'file: destinations are file:///absolute/path' }
  */
-export function parseDestination(raw: string): { ok: true; value: Destination } | { ok: false; reason: string } {
+export function parseDestination(
+  raw: string,
+): { ok: true; value: Destination } | { ok: false; reason: string } {
   const bad = (reason: string) => ({ ok: false as const, reason });
   if (raw.length > 2048) return bad('destination is longer than 2048 characters');
   let u: URL;
@@ -93,7 +95,10 @@ export function parseDestination(raw: string): { ok: true; value: Destination } 
     const parts = segments(m?.[2] ?? '');
     if (!parts) return bad('s3: prefix segments must be letters, digits or ._~+=@,- (no . or ..)');
     const prefix = parts.join('/');
-    return { ok: true, value: { scheme: 's3', bucket, prefix, url: `s3://${bucket}${prefix ? `/${prefix}` : ''}` } };
+    return {
+      ok: true,
+      value: { scheme: 's3', bucket, prefix, url: `s3://${bucket}${prefix ? `/${prefix}` : ''}` },
+    };
   }
   return bad('destination scheme must be file: or s3:');
 }
@@ -108,7 +113,9 @@ export const destination = () =>
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 hex digits (sha256)');
 
 /** `POST /v1/snapshots/{id}/export` (agent). */
-export const SnapshotExportRequest = z.strictObject({ destination: destination() }).meta({ id: 'SnapshotExportRequest' });
+export const SnapshotExportRequest = z
+  .strictObject({ destination: destination() })
+  .meta({ id: 'SnapshotExportRequest' });
 export type SnapshotExportRequest = z.infer<typeof SnapshotExportRequest>;
 
 /** What an export wrote and verified: `export_ref` is `<destination>/<snapshot_id>`. */
@@ -131,7 +138,11 @@ export const SnapshotFetchRequest = z
     digest: hex64,
     state_digest: hex64.optional(),
     source: z.union([
-      z.strictObject({ agent_url: text(2048, 1), agent_token: headerToken(4096), snapshot_id: agentId().optional() }),
+      z.strictObject({
+        agent_url: text(2048, 1),
+        agent_token: headerToken(4096),
+        snapshot_id: agentId().optional(),
+      }),
       z.strictObject({ export_ref: destination() }),
     ]),
   })
@@ -145,6 +156,8 @@ export const ExportManifest = z.object({
   kind: z.enum(['disk', 'live']),
   digest: hex64,
   state_digest: hex64.optional(),
-  files: z.array(z.object({ name: z.enum(ARTIFACT_FILES), size_bytes: z.number().int().nonnegative(), sha256: hex64 })),
+  files: z.array(
+    z.object({ name: z.enum(ARTIFACT_FILES), size_bytes: z.number().int().nonnegative(), sha256: hex64 }),
+  ),
 });
 export type ExportManifest = z.infer<typeof ExportManifest>;

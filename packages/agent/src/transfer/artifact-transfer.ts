@@ -20,7 +20,14 @@ import type { Logger } from 'pino';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
 import { artifactOf, type SnapshotMeta, type Snapshots } from '../vm/snapshots.js';
-import { hashFile, hashing, hashStream, type ObjectStore, openStore, type S3Settings } from './object-store.js';
+import {
+  hashFile,
+  hashing,
+  hashStream,
+  type ObjectStore,
+  openStore,
+  type S3Settings,
+} from './object-store.js';
 
 /** Largest `snapshot.json` or `manifest.json` read from a source. */
 const MAX_META_BYTES = 1 << 20;
@@ -100,7 +107,10 @@ export class ArtifactTransfer {
       files: files.map((f) => ({ name: f.name as ArtifactFile, size_bytes: f.size_bytes, sha256: f.sha256 })),
     };
     await store.putText(EXPORT_MANIFEST, `${JSON.stringify(manifest, null, 2)}\n`);
-    this.deps.logger.info({ snapshot: id, export_ref: ref.value.url, files: files.length }, 'snapshot exported');
+    this.deps.logger.info(
+      { snapshot: id, export_ref: ref.value.url, files: files.length },
+      'snapshot exported',
+    );
     return { export_ref: ref.value.url, files, duration_ms: Date.now() - started };
   }
 
@@ -124,9 +134,13 @@ export class ArtifactTransfer {
     const started = Date.now();
     try {
       const meta = JSON.parse(await readText(await source.open('snapshot.json'))) as SnapshotMeta;
-      if (meta.kind !== 'disk' && meta.kind !== 'live') throw AgentError.invalid('the source artifact has no kind');
+      if (meta.kind !== 'disk' && meta.kind !== 'live')
+        throw AgentError.invalid('the source artifact has no kind');
       const stateDigest = req.state_digest ?? meta.state_digest;
-      const want: ArtifactFile[] = ['disk.qcow2', ...(meta.kind === 'live' ? (['state.bin', 'startup.log'] as const) : [])];
+      const want: ArtifactFile[] = [
+        'disk.qcow2',
+        ...(meta.kind === 'live' ? (['state.bin', 'startup.log'] as const) : []),
+      ];
       let bytes = 0;
       for (const name of want) {
         let stream: Readable;
@@ -163,15 +177,21 @@ export class ArtifactTransfer {
       await rm(staging, { recursive: true, force: true });
       if (isDiskFull(err)) throw AgentError.diskFull('the host disk is full: cannot fetch the snapshot');
       if (err instanceof AgentError) throw err;
-      throw AgentError.unavailable(`fetching snapshot ${id} from ${source.describe} failed: ${(err as Error).message}`);
+      throw AgentError.unavailable(
+        `fetching snapshot ${id} from ${source.describe} failed: ${(err as Error).message}`,
+      );
     }
   }
 
   /** Where a fetch reads from, checked before anything is dialled. */
-  private source(id: string, req: SnapshotFetchRequest): { describe: string; open: (name: ArtifactFile) => Promise<Readable> } {
+  private source(
+    id: string,
+    req: SnapshotFetchRequest,
+  ): { describe: string; open: (name: ArtifactFile) => Promise<Readable> } {
     if ('export_ref' in req.source) {
       const ref = parseDestination(req.source.export_ref);
-      if (!ref.ok) throw AgentError.invalid(`source.export_ref: ${ref.reason}`, { field: 'source.export_ref' });
+      if (!ref.ok)
+        throw AgentError.invalid(`source.export_ref: ${ref.reason}`, { field: 'source.export_ref' });
       const store: ObjectStore = openStore(ref.value, this.deps.s3);
       let manifest: Promise<ExportManifest> | undefined;
       const readManifest = async () => {
@@ -191,7 +211,8 @@ export class ArtifactTransfer {
       };
     }
     const checked = checkAgentUrl(req.source.agent_url);
-    if (!checked.ok) throw AgentError.invalid(`source.agent_url: ${checked.reason}`, { field: 'source.agent_url' });
+    if (!checked.ok)
+      throw AgentError.invalid(`source.agent_url: ${checked.reason}`, { field: 'source.agent_url' });
     const base = checked.url;
     const token = req.source.agent_token;
     const remoteId = req.source.snapshot_id ?? id;

@@ -91,7 +91,10 @@ class FileStore implements ObjectStore {
   async putText(name: string, body: string): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const target = join(this.dir, name);
-    await pipeline(Readable.from([Buffer.from(body)]), createWriteStream(`${target}.partial`, { mode: 0o600 }));
+    await pipeline(
+      Readable.from([Buffer.from(body)]),
+      createWriteStream(`${target}.partial`, { mode: 0o600 }),
+    );
     await rename(`${target}.partial`, target);
   }
 
@@ -156,7 +159,9 @@ class S3Store implements ObjectStore {
       this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.key(name) })),
     );
     if (head.ContentLength !== size)
-      throw AgentError.unavailable(`export of ${name}: the server holds ${head.ContentLength} bytes, not ${size}`);
+      throw AgentError.unavailable(
+        `export of ${name}: the server holds ${head.ContentLength} bytes, not ${size}`,
+      );
     return h.result();
   }
 
@@ -184,7 +189,8 @@ class S3Store implements ObjectStore {
       const e = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number } };
       const where = `s3://${this.bucket}/${this.key(name)}`;
       let msg = `${e.name ?? 'Error'}: ${e.message ?? String(err)}`;
-      for (const secret of [this.s3.secretAccessKey, this.s3.accessKeyId]) msg = msg.split(secret).join('***');
+      for (const secret of [this.s3.secretAccessKey, this.s3.accessKeyId])
+        msg = msg.split(secret).join('***');
       if (e.name === 'NoSuchKey' || e.name === 'NotFound' || e.$metadata?.httpStatusCode === 404)
         throw AgentError.notFound('export object', where);
       throw AgentError.unavailable(`${where}: ${msg.slice(0, 500)}`);

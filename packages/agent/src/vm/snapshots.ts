@@ -106,7 +106,10 @@ export class Snapshots {
     }
     const files = ['disk.qcow2', ...(kind === 'live' ? ['state.bin'] : [])];
     const meta = await this.writeMeta(vm, req.snapshot_id, kind, files);
-    logger.info({ vm: vm.record.id, snapshot: req.snapshot_id, kind, size: meta.size_bytes }, 'snapshot taken');
+    logger.info(
+      { vm: vm.record.id, snapshot: req.snapshot_id, kind, size: meta.size_bytes },
+      'snapshot taken',
+    );
     return artifactOf(meta);
   }
 
@@ -115,17 +118,30 @@ export class Snapshots {
    * (`decrypt`, saved-state.ts) into `state.bin`, and a flattened copy of its disk. The VM stays
    * paused; a resume in place still works afterwards.
    */
-  async fromSaved(vm: Vm, snapshotId: string, decrypt: (out: string) => Promise<void>): Promise<SnapshotArtifact> {
+  async fromSaved(
+    vm: Vm,
+    snapshotId: string,
+    decrypt: (out: string) => Promise<void>,
+  ): Promise<SnapshotArtifact> {
     const dir = this.deps.layout.snapshotDir(snapshotId);
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true, mode: 0o700 });
     try {
       await decrypt(join(dir, 'state.bin'));
-      await run(['qemu-img', 'convert', '-U', '-O', 'qcow2', join(vm.dir, 'disk.qcow2'), join(dir, 'disk.qcow2')]);
+      await run([
+        'qemu-img',
+        'convert',
+        '-U',
+        '-O',
+        'qcow2',
+        join(vm.dir, 'disk.qcow2'),
+        join(dir, 'disk.qcow2'),
+      ]);
       await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
       await rm(dir, { recursive: true, force: true });
-      if (isDiskFull(err)) throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
+      if (isDiskFull(err))
+        throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
       throw err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
     }
     const meta = await this.writeMeta(vm, snapshotId, 'live', ['disk.qcow2', 'state.bin']);
@@ -194,6 +210,7 @@ export function artifactOf(m: SnapshotMeta): SnapshotArtifact {
     size_bytes: m.size_bytes,
     digest: m.digest,
     ...(m.state_digest ? { state_digest: m.state_digest } : {}),
+    accelerator: m.accelerator,
     arch: m.arch,
     created_at: m.created_at,
   };
