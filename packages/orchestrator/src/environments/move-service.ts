@@ -243,9 +243,11 @@ export class MoveService {
           { env: envId, from: m.from_host_id, to: m.to_host_id, downtime_ms: downtime },
           'environment moved',
         );
+        // Best effort: a source that does not answer keeps a paused VM that the reconciler
+        // deletes later (a VM on a host its environment is not on is an orphan).
         await source.json('DELETE', AGENT_VM_PATHS.vm(envId)).catch(() => undefined);
-        await deleteArtifact(source, m.artifact_id);
-        await deleteArtifact(target, m.artifact_id);
+        await deleteArtifact(source, m.artifact_id).catch(() => undefined);
+        await deleteArtifact(target, m.artifact_id).catch(() => undefined);
       }
     } catch (err) {
       const reason = toOrchError(err).message;

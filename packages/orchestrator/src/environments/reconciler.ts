@@ -155,7 +155,9 @@ export class Reconciler implements Service {
           if (activeIds.has(vm.id) || moving.has(vm.id) || vm.state === 'stopped') continue;
           // Re-read: the environment may have been created after this round listed the active ones.
           const row = await this.repo.get(vm.id);
-          if (row && ACTIVE_STATES.includes(row.state as EnvironmentState)) continue;
+          // A VM whose environment is active on another host was left behind by a move.
+          if (row && ACTIVE_STATES.includes(row.state as EnvironmentState) && row.host_id === host.id)
+            continue;
           this.fixed('orphan_deleted');
           this.logger.warn({ host: host.id, vm: vm.id }, 'deleting an orphaned VM');
           const agent = await this.envs.agents.forHost(host.id);
