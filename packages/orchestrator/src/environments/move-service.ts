@@ -307,6 +307,19 @@ export class MoveService {
         vm = await source.json('POST', AGENT_VM_PATHS.resume(envId), undefined, AgentVm, {
           timeoutMs: AGENT_PAUSE_TIMEOUT_MS,
         });
+      if (vm.state === 'error' || vm.state === 'stopped') {
+        // The source lost the VM (its agent crashed before the state was saved): the record stays
+        // and says why; nothing is left to roll back to.
+        const why = vm.error ?? `the VM is ${vm.state}`;
+        await this.repo.transition(envId, [(env?.state ?? 'pausing') as EnvironmentState], 'error', {
+          last_error: `lost during a move from ${m.from_host_id}: ${why}`,
+        });
+        await this.moves.update(m.id, {
+          state: 'rolled_back',
+          reason: `${reason}; the source VM failed: ${why}`,
+        });
+        return;
+      }
       if (vm.state !== 'running') throw new Error(`the source VM is ${vm.state}`);
       await this.repo.transition(envId, ['paused'], 'resuming');
       await this.repo.transition(envId, ['pausing', 'resuming'], 'running', {
