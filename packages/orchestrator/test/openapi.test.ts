@@ -63,6 +63,8 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/snapshots/{snapshotId}',
       'DELETE /v1/snapshots/{snapshotId}',
       'POST /v1/snapshots/{snapshotId}/restore',
+      'POST /v1/snapshots/{snapshotId}/exports',
+      'GET /v1/moves',
     ].sort(),
   );
   // Path ids are documented with the pattern the server checks.

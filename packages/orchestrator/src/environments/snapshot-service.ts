@@ -90,8 +90,11 @@ export class SnapshotService {
       await this.repo.transition(id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ snapshot: id, err: apiError.message }, 'snapshot failed');
     }
+    // The answer shows the export as requested (a caller's status verbatim); the exporter's
+    // outcome follows on later reads.
+    const answer = await this.get(id);
     if (body.export_destination) await this.exports?.afterCreate(id);
-    return this.get(id);
+    return answer;
   }
 
   /** `GET /v1/snapshots/{id}`: unknown ids and store failures are both 404 `not_found` (never 500). */
@@ -128,9 +131,11 @@ export class SnapshotService {
         state: row.state,
       });
     }
+    const hostIds = await this.envs.hostIds();
     try {
-      const agent = await this.envs.agents.forHost(row.host_id);
-      await agent.json('DELETE', AGENT_VM_PATHS.snapshot(id));
+      // A host that was removed took its artifact with it: nothing to delete there.
+      if (hostIds.includes(row.host_id))
+        await (await this.envs.agents.forHost(row.host_id)).json('DELETE', AGENT_VM_PATHS.snapshot(id));
     } catch (err) {
       if (!(err instanceof AgentCallError && err.kind === 'not_found')) {
         const apiError = toOrchError(err);
@@ -140,7 +145,7 @@ export class SnapshotService {
     }
     // Copies fetched by other hosts for cross-host restores go too (best effort: a host that does
     // not answer keeps its copy until it is removed).
-    for (const host of await this.envs.hostIds()) {
+    for (const host of hostIds) {
       if (host === row.host_id) continue;
       await (await this.envs.agents.forHost(host))
         .json('DELETE', AGENT_VM_PATHS.snapshot(id), undefined, undefined, { timeoutMs: 5000 })
