@@ -27,6 +27,8 @@ export class FakeAgent {
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
   supportsLive = true;
   bootMs = 50;
+  /** When set, `POST /v1/snapshots/{id}/export` fails with this agent error message (503). */
+  exportFailure: string | undefined;
   readonly vms = new Map<string, AgentVm>();
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
@@ -194,6 +196,15 @@ export class FakeAgent {
         arch: 'amd64',
         created_at: new Date().toISOString(),
       });
+    }
+    if (parts[1] === 'snapshots' && parts[3] === 'export' && req.method === 'POST') {
+      const id = decodeURIComponent(parts[2]!);
+      if (!this.snapshots.has(id))
+        return send(404, { error: { code: 'not_found', message: 'no such snapshot' } });
+      if (this.exportFailure)
+        return send(503, { error: { code: 'unavailable', message: this.exportFailure } });
+      const { destination } = JSON.parse(body) as { destination: string };
+      return send(200, { export_ref: `${destination}/${id}`, files: [], duration_ms: 1 });
     }
     if (parts[1] === 'snapshots' && parts.length === 3 && req.method === 'DELETE') {
       const id = decodeURIComponent(parts[2]!);

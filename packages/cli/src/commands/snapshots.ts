@@ -1,5 +1,5 @@
 import { type Environment, parseDestination, type Snapshot } from '@orch/protocol';
-import { UsageError } from '../errors.js';
+import { CliError, UsageError } from '../errors.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import { follow } from './environments.js';
@@ -56,7 +56,7 @@ export async function exportSnapshot(
     s = await api.call<Snapshot>('GET', snapPath(id));
   }
   const e = mine(s);
-  if (e?.status === 'error') throw new UsageError(`export to ${e.destination} failed: ${e.last_error ?? ''}`);
+  if (e?.status === 'error') throw new CliError(`export to ${e.destination} failed: ${e.last_error ?? ''}`);
   return show(s, output);
 }
 
