@@ -29,6 +29,13 @@ export class FakeAgent {
   bootMs = 50;
   /** When set, `POST /v1/snapshots/{id}/export` fails with this agent error message (503). */
   exportFailure: string | undefined;
+  /** Fetch requests received (`POST /v1/snapshots/{id}/fetch`), with the snapshot id. */
+  readonly fetches: { id: string; body: { digest: string; source: Record<string, string> } }[] = [];
+  /** Fetches from that kind of source fail with this status and error envelope. */
+  readonly fetchFailures: {
+    agent?: { status: number; body: unknown };
+    export?: { status: number; body: unknown };
+  } = {};
   readonly vms = new Map<string, AgentVm>();
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
@@ -193,6 +200,28 @@ export class FakeAgent {
         kind: snap.live && this.supportsLive ? 'live' : 'disk',
         size_bytes: 4096,
         digest: createHash('sha256').update(snap.snapshot_id).digest('hex'),
+        ...(snap.live && this.supportsLive
+          ? { state_digest: createHash('sha256').update(`state-${snap.snapshot_id}`).digest('hex') }
+          : {}),
+        arch: 'amd64',
+        accelerator: this.info.accelerator,
+        created_at: new Date().toISOString(),
+      });
+    }
+    if (parts[1] === 'snapshots' && parts[3] === 'fetch' && req.method === 'POST') {
+      const id = decodeURIComponent(parts[2]!);
+      const fetchBody = JSON.parse(body) as { digest: string; source: Record<string, string> };
+      this.fetches.push({ id, body: fetchBody });
+      const kind = 'export_ref' in fetchBody.source ? 'export' : 'agent';
+      const failure = this.fetchFailures[kind];
+      if (failure) return send(failure.status, failure.body);
+      this.snapshots.add(id);
+      return send(200, {
+        snapshot_id: id,
+        vm_id: 'env_x',
+        kind: 'disk',
+        size_bytes: 4096,
+        digest: fetchBody.digest,
         arch: 'amd64',
         created_at: new Date().toISOString(),
       });

@@ -153,3 +153,148 @@ describeStores('exports and drain on the %s store', (store) => {
     }
   });
 });
+
+/**
+ * Cross-host restore and from-build against agent doubles: with the snapshot's host cordoned the
+ * scheduler places the new environment on another host the artifact is portable to, which is told
+ * to fetch it from the source agent (its URL and token, the digests of the record), else from a
+ * ready export; a live snapshot no other host can resume is a 409 saying why; a source that cannot
+ * serve it and no export is a 503; a digest mismatch is a 409.
+ */
+describeStores('cross-host restore on the %s store', (store) => {
+  let orchd: OrchdProcess;
+  const agents: Record<string, FakeAgent> = {};
+  const as = { token: MASTER };
+  type Err = { error: { code: string; message: string; details?: { reason?: string } } };
+  const register = async (id: string) =>
+    orchd.request('POST', '/v1/hosts', {
+      ...as,
+      body: { id, kind: 'microvm', agent_url: agents[id]!.url, agent_token: `${AGENT_TOKEN}-${id}` },
+    });
+  const running = async (id: string) => {
+    await expect
+      .poll(
+        async () => ((await orchd.request('GET', `/v1/environments/${id}`, as)).body as Environment).state,
+      )
+      .toBe('running');
+    return (await orchd.request('GET', `/v1/environments/${id}`, as)).body as Environment;
+  };
+  const request = {
+    task_id: 't',
+    spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+    manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
+    startup_script: 'true\n',
+  };
+
+  pgTest.beforeAll(async ({ openStore, tempDir }) => {
+    orchd = await OrchdProcess.start({
+      ...orchdStoreEnv(await openStore(store), await tempDir('orchd-data-')),
+      ORCH_AUTH_TOKEN: MASTER,
+    });
+    agents.h1 = await FakeAgent.start(`${AGENT_TOKEN}-h1`);
+    agents.h2 = await FakeAgent.start(`${AGENT_TOKEN}-h2`, { accelerator: 'kvm' });
+    agents.h3 = await FakeAgent.start(`${AGENT_TOKEN}-h3`);
+    expect((await register('h1')).status).toBe(201);
+  });
+
+  afterAll(async () => {
+    await orchd?.stop();
+    for (const a of Object.values(agents)) await a.close();
+  });
+
+  test('restore and seed elsewhere fetch the artifact; not portable 409; no source 503; digest 409', async () => {
+    const env = (await orchd.request('POST', '/v1/environments', { ...as, body: request }))
+      .body as Environment;
+    await running(env.id);
+    const live = (
+      await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, { ...as, body: { live: true } })
+    ).body as Snapshot;
+    const disk = (await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, { ...as, body: {} }))
+      .body as Snapshot;
+    expect(live.kind).toBe('live');
+    for (const h of ['h2', 'h3']) expect((await register(h)).status).toBe(201);
+    await orchd.request('POST', '/v1/hosts/h1?action=cordon', as);
+
+    // Live: h2 runs kvm (not portable), so h3 takes it and fetches from h1.
+    const restored = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    const copy = await running((restored.body as Environment).id);
+    expect(copy.host_id).toBe('h3');
+    expect(agents.h3!.fetches.at(-1)).toMatchObject({
+      id: live.id,
+      body: {
+        digest: live.digest,
+        source: { agent_url: agents.h1!.url, agent_token: `${AGENT_TOKEN}-h1`, snapshot_id: live.id },
+      },
+    });
+    expect(agents.h3!.created.at(-1)).toMatchObject({ restore_snapshot_id: live.id });
+
+    // From-build: the seed's disk goes anywhere with the same arch; the host fetches it first.
+    const seeded = await orchd.request('POST', '/v1/environments', {
+      ...as,
+      body: { ...request, seed_snapshot_id: disk.id },
+    });
+    expect(seeded.status, JSON.stringify(seeded.body)).toBe(201);
+    const seedHost = (seeded.body as Environment).host_id;
+    expect(['h2', 'h3']).toContain(seedHost);
+    expect(agents[seedHost]!.fetches.at(-1)).toMatchObject({ id: disk.id, body: { digest: disk.digest } });
+
+    // Only a kvm host left besides the cordoned source: a live snapshot is not portable, 409.
+    for (const id of [copy.id, (seeded.body as Environment).id])
+      await orchd.request('DELETE', `/v1/environments/${id}`, as);
+    await expect.poll(async () => (await orchd.request('DELETE', '/v1/hosts/h3', as)).status).toBe(204);
+    const refused = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
+    expect(refused.status).toBe(409);
+    expect((refused.body as Err).error).toMatchObject({
+      code: 'conflict',
+      details: { reason: 'not_portable' },
+    });
+    expect((refused.body as Err).error.message).toMatch(/h2 runs kvm; the live snapshot was taken under tcg/);
+
+    // The source cannot serve it and there is no export: 503; with a ready export, from there.
+    expect((await register('h3')).status).toBe(201);
+    agents.h3!.snapshots.clear();
+    agents.h3!.fetchFailures.agent = {
+      status: 503,
+      body: { error: { code: 'unavailable', message: 'source agent cannot be reached' } },
+    };
+    const noSource = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
+    expect(noSource.status).toBe(503);
+    expect((noSource.body as Err).error.message).toMatch(/cannot be brought to host h3/);
+    await orchd.request('POST', `/v1/snapshots/${live.id}/exports`, {
+      ...as,
+      body: { destination: 'file:///srv/x' },
+    });
+    await expect
+      .poll(
+        async () =>
+          ((await orchd.request('GET', `/v1/snapshots/${live.id}`, as)).body as Snapshot).exports?.[0]
+            ?.status,
+      )
+      .toBe('ready');
+    const fromExport = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
+    expect(fromExport.status, JSON.stringify(fromExport.body)).toBe(201);
+    expect(agents.h3!.fetches.at(-1)?.body.source).toEqual({ export_ref: `file:///srv/x/${live.id}` });
+    await orchd.request('DELETE', `/v1/environments/${(fromExport.body as Environment).id}`, as);
+
+    // A corrupted export: the target refuses it by its digest; orchd answers 409 with the reason.
+    agents.h3!.snapshots.clear();
+    agents.h3!.fetchFailures.export = {
+      status: 409,
+      body: {
+        error: {
+          code: 'conflict',
+          message: `disk.qcow2 from file:///srv/x/${live.id} does not match its digest: refused`,
+          details: { reason: 'digest_mismatch' },
+        },
+      },
+    };
+    const corrupted = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
+    expect(corrupted.status).toBe(409);
+    expect((corrupted.body as Err).error).toMatchObject({
+      code: 'conflict',
+      details: { reason: 'digest_mismatch' },
+    });
+    expect((corrupted.body as Err).error.message).toMatch(/does not match its digest/);
+  });
+});
