@@ -43,28 +43,45 @@ export class OrchClient {
   constructor(private readonly context: Context) {}
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (this.context.token) headers.authorization = `Bearer ${this.context.token}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    let res: Response;
-    try {
-      res = await fetch(`${this.context.url}${path}`, {
-        method,
-        headers,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(30_000),
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ApiCallError(undefined, `cannot reach the orchestrator at ${this.context.url}: ${cause}`);
-    }
+    const res = await this.send(method, path, { body, signal: AbortSignal.timeout(30_000) });
     const text = await res.text();
     if (!res.ok) throw apiErrorFromResponse(res.status, text);
     try {
       return (text === '' ? undefined : JSON.parse(text)) as T;
     } catch {
       throw new ApiCallError(undefined, `the orchestrator at ${this.context.url} did not answer JSON`);
+    }
+  }
+
+  /**
+   * A `GET` whose successful answer is read by the caller as it arrives (a log, a stream); `signal`
+   * bounds it (no time limit of its own). Failures are {@link ApiCallError}s.
+   */
+  async open(path: string, signal?: AbortSignal): Promise<Response> {
+    const res = await this.send('GET', path, { accept: '*/*', ...(signal ? { signal } : {}) });
+    if (!res.ok) throw apiErrorFromResponse(res.status, await res.text());
+    return res;
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    opts: { body?: unknown; signal?: AbortSignal; accept?: string },
+  ): Promise<Response> {
+    const headers: Record<string, string> = { accept: opts.accept ?? 'application/json' };
+    if (this.context.token) headers.authorization = `Bearer ${this.context.token}`;
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    try {
+      return await fetch(`${this.context.url}${path}`, {
+        method,
+        headers,
+        redirect: 'manual',
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+      throw new ApiCallError(undefined, `cannot reach the orchestrator at ${this.context.url}: ${cause}`);
     }
   }
 }

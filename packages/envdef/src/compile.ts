@@ -49,6 +49,8 @@ export interface Compiled {
   readonly manifest: Manifest;
   /** The manifest JSON exactly as base64-encoded into `manifest_inline`. */
   readonly manifestJson: string;
+  /** The `setup:` lines in file order (what `orch build` turns into layers), with or without `--from-build`. */
+  readonly setup: readonly string[];
 }
 
 export interface CompileOptions {
@@ -132,7 +134,7 @@ export function compileDefinition(
     required_secrets: [...new Set(secretNames)].sort(),
     ...(options.fromBuild !== undefined ? { seed_snapshot_id: options.fromBuild } : {}),
   };
-  return { ok: true, compiled: { request, manifest, manifestJson } };
+  return { ok: true, compiled: { request, manifest, manifestJson, setup: def.setup } };
 }
 
 /** Quotes a word for `sh` unless it is made only of characters that need no quoting. */

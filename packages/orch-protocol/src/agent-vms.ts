@@ -15,7 +15,7 @@ export const MAX_RUNTIME_SECONDS = 365 * 86_400;
  *   DELETE /v1/vms/{id}                     -> 204 (stops the VM and frees disk, ports, processes) | 404
  *   POST   /v1/vms/{id}/exec                ExecRequest -> 200 ExecResult
  *   GET    /v1/vms/{id}/console             WebSocket: binary frames both ways = the guest's serial console
- *   GET    /v1/vms/{id}/log                 -> 200 text/plain: the startup script's output so far
+ *   GET    /v1/vms/{id}/log?offset=&tail=  -> 200 text/plain: a window of the startup script's output (logs.ts)
  *   POST   /v1/vms/{id}/snapshots           CreateSnapshotRequest -> 201 SnapshotArtifact
  *   POST   /v1/vms/{id}/pause               -> 200 AgentVm (paused: memory saved encrypted, QEMU ended) | 409
  *   POST   /v1/vms/{id}/resume              -> 200 AgentVm (running again, same id and memory) | 409

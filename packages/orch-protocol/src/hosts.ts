@@ -53,3 +53,34 @@ export type HostList = z.infer<typeof HostList>;
 
 /** `?action=` of `POST /v1/hosts/{id}`: `drain` cordons, then moves running environments away (moves.ts). */
 export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon', 'drain']) });
+
+/**
+ * `GET /v1/hosts/{id}/capacity?minutes=N`: the host's capacity over the last N minutes (1-1440,
+ * default 60), from the free resources its agent reported at each health check.
+ */
+export const HostCapacityQuery = z.strictObject({
+  minutes: z
+    .string()
+    .regex(/^\d{1,4}$/, 'must be a whole number of minutes')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(1440))
+    .optional()
+    .describe('how far back, in minutes (1-1440, default 60)'),
+});
+
+/** One point of a host's capacity history: the least free in its bucket (the busiest moment). */
+export const HostCapacitySample = z
+  .object({ at: z.iso.datetime(), capacity: Resources, free: Resources })
+  .meta({ id: 'HostCapacitySample' });
+export type HostCapacitySample = z.infer<typeof HostCapacitySample>;
+
+/** A host's capacity history: at most 120 points, each the bucket of `bucket_seconds` that starts at `at`. */
+export const HostCapacityHistory = z
+  .object({
+    host_id: z.string(),
+    minutes: z.number().int(),
+    bucket_seconds: z.number().int(),
+    samples: z.array(HostCapacitySample),
+  })
+  .meta({ id: 'HostCapacityHistory' });
+export type HostCapacityHistory = z.infer<typeof HostCapacityHistory>;

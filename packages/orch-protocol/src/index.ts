@@ -33,6 +33,20 @@ export {
 } from './agent-vms.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
 export {
+  BUILD_STATES,
+  BUILD_STEP_STATES,
+  Build,
+  BuildIdParam,
+  BuildList,
+  BuildListQuery,
+  type BuildState,
+  BuildStep,
+  type BuildStepState,
+  CreateBuildRequest,
+  LAYER_KEY_SCHEME,
+  MAX_BUILD_LINES,
+} from './builds.js';
+export {
   CreateEnvironmentRequest,
   ENVIRONMENT_STATES,
   Environment,
@@ -57,10 +71,21 @@ export {
   HOST_STATES,
   Host,
   HostAction,
+  HostCapacityHistory,
+  HostCapacityQuery,
+  HostCapacitySample,
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME } from './ids.js';
+export {
+  EnvironmentLogsQuery,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
+  LOG_WINDOW_BYTES,
+  LogWindowQuery,
+  logWindow,
+} from './logs.js';
 export {
   EnvironmentMove,
   FINAL_MOVE_STATES,

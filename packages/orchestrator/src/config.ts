@@ -144,6 +144,12 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(15, { max: 3600 }),
     description: 'seconds between heartbeats (and credential re-checks) on GET /v1/events',
   },
+  layerRetentionDays: {
+    env: 'ORCH_LAYER_RETENTION_DAYS',
+    flag: '--layer-retention-days <days>',
+    schema: z.coerce.number().int().min(1).max(3650).default(30),
+    description: 'days a build layer is kept after it was last built or used (its retention_until)',
+  },
   agentTimeoutSec: {
     env: 'ORCH_AGENT_TIMEOUT_SEC',
     envAliases: ['ORCH_AGENT_TIMEOUT'],

@@ -19,6 +19,7 @@ import { buildApp } from './api/app.js';
 import { openApiDocument } from './api/openapi.js';
 import { type AnyRoute, route } from './api/route.js';
 import { apiKeyRoutes } from './api/routes/api-keys.js';
+import { buildRoutes } from './api/routes/builds.js';
 import { environmentRoutes } from './api/routes/environments.js';
 import { eventRoutes } from './api/routes/events.js';
 import { hostRoutes } from './api/routes/hosts.js';
@@ -28,6 +29,8 @@ import { travelRoutes } from './api/routes/travel.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
 import { SessionSigner } from './auth/session-cookie.js';
+import { BuildService } from './builds/build-service.js';
+import { layerSecretKey } from './builds/layer-key.js';
 import type { Config } from './config.js';
 import { TokenBox } from './crypto/token-box.js';
 import { mountDashboard } from './dashboard/serve.js';
@@ -35,6 +38,7 @@ import { Agents } from './environments/agents.js';
 import { ConsoleProxy } from './environments/console-proxy.js';
 import { EnvironmentService } from './environments/environment-service.js';
 import { ExportService } from './environments/export-service.js';
+import { LogService } from './environments/log-service.js';
 import { MoveService } from './environments/move-service.js';
 import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
@@ -45,6 +49,7 @@ import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
 import { OrchdMetrics } from './metrics.js';
 import { ApiKeysRepo } from './store/api-keys-repo.js';
+import { BuildsRepo } from './store/builds-repo.js';
 import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
 import { HostsRepo } from './store/hosts-repo.js';
@@ -90,7 +95,8 @@ export class Orchestrator implements Service, Startable {
     const { config, logger } = this;
     const allowlist = new CidrAllowlist(config.allowedCidrs);
     this.store = await openStore(config, logger);
-    const box = new TokenBox(await this.encryptionKey());
+    const encryptionKey = await this.encryptionKey();
+    const box = new TokenBox(encryptionKey);
     await checkEncryptionKey(this.store, box);
 
     const apiKeys = this.store.keyStore ? new ApiKeysRepo(this.store.db) : undefined;
@@ -131,6 +137,16 @@ export class Orchestrator implements Service, Startable {
       logger,
     );
     this.moves = moves;
+    const builds = new BuildService(
+      new BuildsRepo(this.store.db),
+      snapshotsRepo,
+      envs,
+      hosts,
+      layerSecretKey(encryptionKey),
+      { layerRetentionMs: config.layerRetentionDays * 86_400_000, heartbeatMs: 30_000, pollMs: 250 },
+      logger,
+      metrics,
+    );
     const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
     this.consoles = consoles;
 
@@ -138,8 +154,9 @@ export class Orchestrator implements Service, Startable {
       ...sessionRoutes(auth, sessions, config.secureCookies),
       ...hostRoutes(hosts, moves),
       ...apiKeyRoutes(apiKeys),
-      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo),
+      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents)),
       ...travelRoutes(snapshots, exportsService, moves),
+      ...buildRoutes(builds),
       ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
     ];
     const openapi = route({
@@ -170,7 +187,7 @@ export class Orchestrator implements Service, Startable {
       metrics,
       { moves, exports: exportsService },
     );
-    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events]);
+    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events, builds]);
 
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,

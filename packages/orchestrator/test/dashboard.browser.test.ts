@@ -36,6 +36,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
       ORCH_DATA_DIR: data.dir,
       ORCH_AUTH_TOKEN: MASTER,
       ORCH_RECONCILE_INTERVAL_SEC: '1',
+      ORCH_HOST_HEALTH_INTERVAL_SEC: '1',
     });
     agent = await FakeAgent.start(AGENT_TOKEN);
     const reg = await orchd.request('POST', '/v1/hosts', {
@@ -100,6 +101,22 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     await expect.poll(() => row.textContent()).toContain('cordoned');
     expect((await viaApi('uncordon')).status).toBe(200);
     await expect.poll(() => row.textContent()).toContain('active');
+
+    // The host's page: its capacity over the last hour, from the agent's health-check answers.
+    agent.info = { ...agent.info, free: { cpus: 6, ram_mb: 12288, disk_gb: 180 } };
+    await row.getByRole('link', { name: 'h1' }).click();
+    await page.waitForURL(/#\/hosts\/h1$/);
+    await expect.poll(() => page.textContent('[data-host-page]')).toContain('h1');
+    await expect
+      .poll(async () => Number(await page.getAttribute('[data-chart]', 'data-chart')), { timeout: 20_000 })
+      .toBeGreaterThan(0);
+    expect(await page.locator('[data-chart] polyline').count()).toBe(3);
+    // The page reads the history again by itself: the busier moment shows up.
+    await expect
+      .poll(() => page.textContent('[data-chart] .legend'), { timeout: 40_000 })
+      .toContain('CPUs 25%');
+    await shot('02b-host');
+    agent.info = { ...agent.info, free: { ...agent.info.capacity } };
   });
 
   test('a new environment from a definition, with the compile preview; exec echo hi; take a snapshot', async () => {
@@ -118,8 +135,30 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
       'version: 1\nimage: debian-12\nresources:\n  cpus: 1\n  memory: 512MiB\nrun:\n  - echo ready\n',
     );
     await shot('03-new-environment');
+    // The environment's page shows the create's progress until it runs, and its startup log live.
+    agent.bootMs = 4000;
     await page.getByRole('button', { name: 'Create environment' }).click();
-    await page.waitForURL(/#\/environments$/);
+    await page.waitForURL(/#\/environments\/env_[\w-]+$/);
+    const envId = decodeURIComponent(page.url().split('/').pop()!);
+    await expect.poll(() => page.textContent('[data-progress]')).toContain('Creating on h1');
+    await shot('03b-creating');
+    agent.appendLog(envId, 'ready\n');
+    await expect.poll(() => page.textContent('[data-state]'), { timeout: 15_000 }).toBe('running');
+    expect(await page.locator('[data-progress]').count()).toBe(0);
+    await expect.poll(() => page.textContent('[data-log]')).toBe('ready\n');
+    agent.appendLog(envId, 'serving on :8080\n');
+    await expect.poll(() => page.textContent('[data-log]')).toBe('ready\nserving on :8080\n');
+    // A snapshot taken on the page shows its progress, then joins the page's snapshot list.
+    agent.snapshotMs = 2500;
+    await page.getByRole('button', { name: 'Live snapshot' }).click();
+    await expect.poll(() => page.textContent('[data-progress]')).toContain('Taking a live snapshot');
+    await shot('03c-snapshotting');
+    await expect.poll(() => page.locator('[data-section=snapshots] tr[data-snapshot]').count()).toBe(1);
+    await expect.poll(() => page.locator('[data-progress]').count(), { timeout: 10_000 }).toBe(0);
+    await shot('03d-environment');
+    agent.snapshotMs = 0;
+
+    await page.goto(`${orchd.url}/#/environments`);
     const row = page.locator('tr[data-env]').first();
     await expect.poll(() => row.textContent(), { timeout: 15_000 }).toContain('running');
     await shot('04-environments');
@@ -143,12 +182,31 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     await row.getByRole('button', { name: 'Snapshot', exact: true }).click();
     await expect.poll(() => page.textContent('.toast')).toMatch(/^Snapshot snap_\S+ \(disk\) is ready$/);
     await page.goto(`${orchd.url}/#/snapshots`);
-    await expect.poll(() => page.locator('tr[data-snapshot]').count()).toBe(1);
+    await expect.poll(() => page.locator('tr[data-snapshot]').count()).toBe(2);
     await shot('06-snapshots');
     const envs = (await orchd.request('GET', '/v1/environments', { token: MASTER })).body as {
       environments: Environment[];
     };
     expect(envs.environments[0]).toMatchObject({ state: 'running', task_id: 'dashboard' });
+  });
+
+  test('a restore shows its progress on the new environment page until it runs', async () => {
+    await page.goto(`${orchd.url}/#/snapshots`);
+    const [original] = (
+      (await orchd.request('GET', '/v1/environments', { token: MASTER })).body as {
+        environments: Environment[];
+      }
+    ).environments;
+    agent.bootMs = 4000;
+    await page.locator('tr[data-snapshot]').last().getByRole('button', { name: 'Restore' }).click();
+    await page.waitForURL(/#\/environments\/env_[\w-]+$/);
+    await expect.poll(() => page.textContent('[data-progress]')).toMatch(/^Creating from snap_\S+ on h1…/);
+    await expect.poll(() => page.textContent('[data-state]'), { timeout: 15_000 }).toBe('running');
+    agent.bootMs = 50;
+    // The original stops; the restored one is the environment the next tests work with.
+    expect(
+      (await orchd.request('DELETE', `/v1/environments/${original!.id}`, { token: MASTER })).status,
+    ).toBe(200);
   });
 
   test('a cross-site form post to a state-changing route is refused', async () => {
@@ -190,8 +248,10 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     expect(envs.environments[0]?.state).toBe('running');
   });
 
-  test('delete the snapshot, stop the environment, remove the host only once confirmed', async () => {
+  test('delete the snapshots, stop the environment, remove the host only once confirmed', async () => {
     await page.goto(`${orchd.url}/#/snapshots`);
+    await page.locator('tr[data-snapshot]').first().getByRole('button', { name: 'Delete' }).click();
+    await expect.poll(() => page.locator('tr[data-snapshot]').count()).toBe(1);
     await page.locator('tr[data-snapshot]').getByRole('button', { name: 'Delete' }).click();
     await expect.poll(() => page.textContent('main')).toContain('No snapshots yet');
     const snaps = (await orchd.request('GET', '/v1/snapshots', { token: MASTER })).body as {

@@ -6,6 +6,10 @@ import {
   CreateSnapshotRequest,
   CreateVmRequest,
   ExecRequest,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
+  LogWindowQuery,
+  logWindow,
 } from '@orch/protocol';
 import { WebSocketServer } from 'ws';
 
@@ -14,7 +18,8 @@ import { WebSocketServer } from 'ws';
  * exec, console (an echo that upper-cases), snapshots, pause and resume (a paused VM answers no
  * ports; a resumed one gets new host ports and its expiry moved by the paused time). VMs "boot" after `bootMs`. Exec does not run
  * anything: it answers `argv.join(' ')` on stdout, exit status 1 for `false`, and times out for
- * `sleep`. Counts every request, so tests can prove that nothing was dialled.
+ * `sleep`. A VM's startup log is what a test appends with {@link FakeAgent.appendLog}, served in
+ * windows as the real agent does. Counts every request, so tests can prove that nothing was dialled.
  */
 export class FakeAgent {
   requests = 0;
@@ -36,11 +41,14 @@ export class FakeAgent {
     agent?: { status: number; body: unknown };
     export?: { status: number; body: unknown };
   } = {};
+  /** How long taking a snapshot takes. */
+  snapshotMs = 0;
   readonly vms = new Map<string, AgentVm>();
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
   readonly snapshots = new Set<string>();
   private readonly pausedAt = new Map<string, number>();
+  private readonly logs = new Map<string, Buffer>();
   /** `x-request-id` of each request received, as `METHOD path id` (undefined id: none sent). */
   readonly requestIds: { method: string; path: string; id: string | undefined }[] = [];
   private nextPort = 40_000;
@@ -90,6 +98,11 @@ export class FakeAgent {
       ...info,
     });
     return agent;
+  }
+
+  /** Appends `text` to VM `id`'s startup log (as if its startup script had written it). */
+  appendLog(id: string, text: string): void {
+    this.logs.set(id, Buffer.concat([this.logs.get(id) ?? Buffer.alloc(0), Buffer.from(text)]));
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -177,6 +190,19 @@ export class FakeAgent {
       }
       return send(200, vm);
     }
+    if (parts[1] === 'vms' && parts[3] === 'log' && req.method === 'GET') {
+      if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      const query = LogWindowQuery.safeParse(Object.fromEntries(url.searchParams));
+      if (!query.success) return send(400, { error: { code: 'invalid_argument', message: 'bad window' } });
+      const log = this.logs.get(vm.id) ?? Buffer.alloc(0);
+      const { start, length } = logWindow(log.length, query.data);
+      res.writeHead(200, {
+        'content-type': 'text/plain; charset=utf-8',
+        [LOG_OFFSET_HEADER]: String(start),
+        [LOG_SIZE_HEADER]: String(log.length),
+      });
+      return void res.end(log.subarray(start, start + length));
+    }
     if (parts[1] === 'vms' && parts[3] === 'exec' && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
       const exec = ExecRequest.parse(JSON.parse(body));
@@ -193,6 +219,7 @@ export class FakeAgent {
     if (parts[1] === 'vms' && parts[3] === 'snapshots' && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
       const snap = CreateSnapshotRequest.parse(JSON.parse(body));
+      await new Promise((r) => setTimeout(r, this.snapshotMs));
       this.snapshots.add(snap.snapshot_id);
       return send(201, {
         snapshot_id: snap.snapshot_id,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { HostCapacityHistory } from '@orch/protocol';
 import { describeStores, pgTest, type TestPostgres } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { FakeAgent } from './fake-agent.js';
@@ -235,6 +236,43 @@ describeStores('orchd on the %s store', (store) => {
           { timeout: 15_000 },
         )
         .toBe('healthy');
+    });
+  });
+
+  describe('capacity history', () => {
+    test('follows what the agent reports at each health check, in buckets; bad windows are refused', async () => {
+      const a = await agent();
+      await orchd.request('POST', '/v1/hosts', {
+        ...as,
+        body: { id: 'h-cap', kind: 'microvm', agent_url: a.url, agent_token: AGENT_TOKEN },
+      });
+      const history = async (query = '') =>
+        (await orchd.request('GET', `/v1/hosts/h-cap/capacity${query}`, as)).body as HostCapacityHistory;
+      await expect.poll(async () => (await history()).samples.length, { timeout: 15_000 }).toBeGreaterThan(0);
+      const first = await history();
+      expect(first).toMatchObject({ host_id: 'h-cap', minutes: 60, bucket_seconds: 30 });
+      expect(first.samples[0]).toEqual({
+        at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        capacity: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
+        free: { cpus: 8, ram_mb: 16384, disk_gb: 200 },
+      });
+      // Two environments' worth taken elsewhere on the host: the history shows the busier moment.
+      a.info = { ...a.info, free: { cpus: 2, ram_mb: 1024, disk_gb: 150 } };
+      await expect
+        .poll(async () => (await history('?minutes=5')).samples.some((s) => s.free.cpus === 2), {
+          timeout: 20_000,
+        })
+        .toBe(true);
+      expect((await history('?minutes=5')).bucket_seconds).toBe(5);
+
+      for (const bad of ['?minutes=0', '?minutes=1441', '?minutes=abc', '?hours=1']) {
+        const r = await orchd.request('GET', `/v1/hosts/h-cap/capacity${bad}`, as);
+        expect(r, bad).toMatchObject({ status: 400, body: { error: { code: 'invalid_argument' } } });
+      }
+      expect((await orchd.request('GET', '/v1/hosts/h-none/capacity', as)).status).toBe(404);
+      expect((await orchd.request('GET', '/v1/hosts/h-cap/capacity')).status).toBe(401);
+      expect((await orchd.request('DELETE', '/v1/hosts/h-cap', as)).status).toBe(204);
+      expect((await orchd.request('GET', '/v1/hosts/h-cap/capacity', as)).status).toBe(404);
     });
   });
 

@@ -138,6 +138,13 @@ export function jsonFieldCases(ctx: {
       required_secrets: ['db_pw'],
       seed_snapshot_id: ctx.snapId,
     }),
+    ...fieldCases('POST', '/v1/builds', {
+      task_id: 't',
+      spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 60, image: 'debian-12' },
+      workspace: '/w',
+      setup: ['echo a'],
+      secrets: { db_pw: 'pw' },
+    }),
     ...fieldCases('POST', `/v1/environments/${ctx.envId}/snapshots`, {
       mode: 'm',
       comment: 'c',

@@ -46,6 +46,7 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'POST /v1/hosts',
       'GET /v1/hosts',
       'GET /v1/hosts/{id}',
+      'GET /v1/hosts/{id}/capacity',
       'POST /v1/hosts/{id}',
       'DELETE /v1/hosts/{id}',
       'POST /v1/api-keys',
@@ -56,6 +57,7 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/environments',
       'GET /v1/environments/{id}',
       'GET /v1/environments/{id}/attach',
+      'GET /v1/environments/{id}/logs',
       'DELETE /v1/environments/{id}',
       'POST /v1/environments/{id}',
       'POST /v1/environments/{id}/snapshots',
@@ -65,6 +67,9 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'POST /v1/snapshots/{snapshotId}/restore',
       'POST /v1/snapshots/{snapshotId}/exports',
       'GET /v1/moves',
+      'POST /v1/builds',
+      'GET /v1/builds',
+      'GET /v1/builds/{id}',
     ].sort(),
   );
   // Path ids are documented with the pattern the server checks.

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const ORCH = fileURLToPath(new URL('../../cli/bin/orch.js', import.meta.url));
+export const ORCH_BIN = fileURLToPath(new URL('../../cli/bin/orch.js', import.meta.url));
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /**
@@ -15,10 +15,11 @@ export function orchCli(
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [ORCH, ...args],
+      [ORCH_BIN, ...args],
       {
         cwd: REPO_ROOT,
         encoding: 'utf8',
+        maxBuffer: 64 << 20,
         env: { PATH: process.env.PATH ?? '', XDG_CONFIG_HOME: configDir, HOME: '/nonexistent' },
       },
       (err, stdout, stderr) =>

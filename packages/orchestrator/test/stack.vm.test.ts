@@ -81,6 +81,14 @@ describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', ()
         )
         .toBe(true);
 
+      // The startup log, read from the guest through the agent: busybox httpd went to the
+      // background, so the script ended and the guest runtime said so.
+      const exited = '[orch] startup script exited with status 0\n';
+      await expect
+        .poll(async () => (await orch('logs', env.id)).stdout, { timeout: 30_000 })
+        .toContain(exited);
+      expect((await orch('logs', env.id, '--tail', String(exited.length))).stdout).toBe(exited);
+
       // A marker on the root disk, and a counter in memory (a background loop), before the snapshots.
       expect((await orch('exec', env.id, '--', 'sh', '-c', 'echo kept > /workspace/marker')).code).toBe(0);
       expect(

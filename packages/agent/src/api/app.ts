@@ -11,6 +11,9 @@ import {
   CreateVmRequest,
   ExecRequest,
   issuesDetails,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
+  LogWindowQuery,
   SnapshotExportRequest,
   SnapshotFetchRequest,
   TRANSFER_ROUTES,
@@ -95,7 +98,14 @@ export function buildApp(deps: AppDeps): Hono {
   app.post(route(AGENT_ROUTES.exec), async (c) =>
     c.json(await vms.exec(pathId(c, 'id'), await body(c, ExecRequest))),
   );
-  app.get(route(AGENT_ROUTES.log), async (c) => c.text(await vms.log(pathId(c, 'id'))));
+  app.get(route(AGENT_ROUTES.log), async (c) => {
+    const log = await vms.log(pathId(c, 'id'), query(c, LogWindowQuery));
+    return c.body(new Uint8Array(log.bytes), 200, {
+      'content-type': 'text/plain; charset=utf-8',
+      [LOG_OFFSET_HEADER]: String(log.offset),
+      [LOG_SIZE_HEADER]: String(log.size),
+    });
+  });
   app.post(route(AGENT_ROUTES.snapshots), async (c) =>
     c.json(await vms.snapshot(pathId(c, 'id'), await body(c, CreateSnapshotRequest)), 201),
   );
@@ -182,6 +192,15 @@ async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.outpu
   } catch (err) {
     throw AgentError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
   }
+  return checked(schema, value);
+}
+
+/** The query string, checked by `schema`. */
+function query<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  return checked(schema, c.req.query());
+}
+
+function checked<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const details = issuesDetails(result.error.issues);

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, stat, statfs } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, rm, stat, statfs } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { basename, join } from 'node:path';
 import {
@@ -9,6 +9,8 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   type ExecResult,
+  type LogWindowQuery,
+  logWindow,
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
@@ -351,10 +353,27 @@ export class VmManager {
     };
   }
 
-  /** `GET /v1/vms/{id}/log`: the startup script's output so far. */
-  async log(id: string): Promise<string> {
+  /**
+   * `GET /v1/vms/{id}/log`: a window of the startup script's output so far (see `logWindow` of
+   * @orch/protocol); a VM whose script has written nothing yet has an empty log.
+   */
+  async log(id: string, query: LogWindowQuery): Promise<{ bytes: Buffer; offset: number; size: number }> {
     const vm = this.vm(id);
-    return readFile(join(vm.dir, 'startup.log'), 'utf8').catch(() => '');
+    let file: FileHandle;
+    try {
+      file = await open(join(vm.dir, 'startup.log'), 'r');
+    } catch {
+      return { bytes: Buffer.alloc(0), offset: 0, size: 0 };
+    }
+    try {
+      const { size } = await file.stat();
+      const { start, length } = logWindow(size, query);
+      const bytes = Buffer.alloc(length);
+      const { bytesRead } = await file.read(bytes, 0, length, start);
+      return { bytes: bytes.subarray(0, bytesRead), offset: start, size };
+    } finally {
+      await file.close();
+    }
   }
 
   /** Attaches to the serial console: `onData` gets guest output (an empty buffer at the end); returns the writer and a detach function. */

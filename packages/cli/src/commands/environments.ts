@@ -4,6 +4,7 @@ import type { OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
 import { table } from '../table.js';
 import { client } from './client.js';
+import { EnvChanges } from './env-changes.js';
 import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
 
 const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
@@ -55,11 +56,25 @@ export async function up(
   cwd: string,
 ): Promise<string> {
   const compiled = await compileFile(positional, flags, cwd);
+  const secrets = await secretValues(compiled.request.required_secrets, flags);
+  const { required_secrets: _names, ...body } = compiled.request;
+  const api = await client();
+  const env = await api.call<Environment>('POST', '/v1/environments', { ...body, secrets });
+  return follow(api, env, flags.detach ?? false, output);
+}
+
+/**
+ * The values of the `required` secrets from `--secrets-file` and `--secret` (which wins); a missing
+ * one is an error before anything is sent, an extra one a warning. Shared by `up` and `build`.
+ */
+export async function secretValues(
+  required: readonly string[],
+  flags: { secret?: string[]; secretsFile?: string },
+): Promise<Record<string, string>> {
   const given = new Map([
     ...(flags.secretsFile ? await readSecretsFile(flags.secretsFile) : []),
     ...parseSecretFlags(flags.secret ?? []),
   ]);
-  const required = compiled.request.required_secrets;
   const missing = required.filter((name) => !given.has(name));
   if (missing.length > 0) {
     throw new CliError(
@@ -69,16 +84,14 @@ export async function up(
   for (const extra of [...given.keys()].filter((n) => !required.includes(n))) {
     process.stderr.write(`orch: ignoring secret ${extra}: the definition does not reference it\n`);
   }
-  const { required_secrets: _names, ...body } = compiled.request;
-  const api = await client();
-  const env = await api.call<Environment>('POST', '/v1/environments', {
-    ...body,
-    secrets: Object.fromEntries(required.map((n) => [n, given.get(n)!])),
-  });
-  return follow(api, env, flags.detach ?? false, output);
+  return Object.fromEntries(required.map((n) => [n, given.get(n)!]));
 }
 
-/** Waits (with a progress line on stderr) until the environment runs or fails, then shows it. */
+/**
+ * Waits (with a progress line on stderr) until the environment runs or fails, then shows it. The
+ * record is read again when the event stream says it changed (and every few seconds in case an
+ * event was missed; every second when the stream is unavailable), not polled twice a second.
+ */
 export async function follow(
   api: OrchClient,
   created: Environment,
@@ -88,11 +101,22 @@ export async function follow(
   let env = created;
   const started = Date.now();
   const tty = process.stderr.isTTY;
-  while (!detach && env.state === 'creating') {
-    const secs = ((Date.now() - started) / 1000).toFixed(0);
-    if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
-    await new Promise((r) => setTimeout(r, 500));
-    env = await api.call<Environment>('GET', envPath(env.id));
+  if (!detach && env.state === 'creating') {
+    const changes = await EnvChanges.open(api, env.id);
+    try {
+      // Read once the stream is open: a change made before it is not missed.
+      env = await api.call<Environment>('GET', envPath(env.id));
+      for (let quiet = 0; env.state === 'creating'; ) {
+        const secs = ((Date.now() - started) / 1000).toFixed(0);
+        if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
+        const woke = await changes.next(1000);
+        quiet = woke === 'quiet' ? quiet + 1 : 0;
+        if (woke === 'changed' || !changes.live || quiet % 5 === 0)
+          env = await api.call<Environment>('GET', envPath(env.id));
+      }
+    } finally {
+      changes.close();
+    }
   }
   if (tty && !detach) process.stderr.write('\n');
   if (env.state === 'error')

@@ -152,6 +152,7 @@ function errorStatuses(r: AnyRoute): number[] {
   if (r.body) statuses.add(413);
   if (r.method !== 'GET' && /^\/v1\/(environments|snapshots|hosts)/.test(r.path)) statuses.add(409);
   if (r.websocket) statuses.add(426);
+  for (const status of r.errors ?? []) statuses.add(status);
   if (r.path.startsWith('/v1/api-keys')) statuses.add(501);
   return [...statuses].sort((a, b) => a - b);
 }

@@ -30,6 +30,8 @@ export interface RouteSpec<
   readonly summary: string;
   /** OpenAPI `operationId`; derived from the method and path when absent (see openapi.ts). */
   readonly operationId?: string;
+  /** Error statuses the route can answer beyond those derived from its shape (see openapi.ts). */
+  readonly errors?: readonly number[];
   /** Served as a WebSocket upgrade (documented as `101`, and `426` without one). */
   readonly websocket?: boolean;
   readonly tag: string;

@@ -391,6 +391,7 @@ function pseudoSnapshot(m: MoveRow, digest: string, stateDigest: string, acceler
     retention_until: null,
     last_error: null,
     export_ref: null,
+    layer_key: null,
     created_at: now,
     updated_at: now,
   };

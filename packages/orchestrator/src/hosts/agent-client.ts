@@ -103,7 +103,7 @@ export class AgentClient {
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
     const res = await this.raw(method, path, body, timeoutMs, signal);
-    const text = await this.read(res, opts.maxBytes ?? MAX_ANSWER_BYTES, timeoutMs);
+    const text = (await this.read(res, opts.maxBytes ?? MAX_ANSWER_BYTES, timeoutMs)).toString('utf8');
     if (!schema) return undefined as z.output<S>;
     let json: unknown;
     try {
@@ -119,6 +119,12 @@ export class AgentClient {
       );
     }
     return parsed.data;
+  }
+
+  /** A `GET` whose answer is raw bytes (at most `maxBytes`), with the answer's headers. */
+  async bytes(path: string, maxBytes: number): Promise<{ bytes: Buffer; headers: Headers }> {
+    const res = await this.raw('GET', path);
+    return { bytes: await this.read(res, maxBytes, this.timeoutMs), headers: res.headers };
   }
 
   /**
@@ -157,7 +163,9 @@ export class AgentClient {
       throw this.unreachable(`could not reach the agent at ${this.baseUrl}: ${why}`);
     }
     if (res.ok) return res;
-    const text = await this.read(res, MAX_ERROR_BYTES, timeoutMs).catch(() => '');
+    const text = await this.read(res, MAX_ERROR_BYTES, timeoutMs)
+      .then((b) => b.toString('utf8'))
+      .catch(() => '');
     throw this.failure(res.status, text);
   }
 
@@ -228,9 +236,9 @@ export class AgentClient {
    * Reads a whole answer, at most `max` bytes, within the call's time limit: an agent that drips
    * its answer is unreachable once the limit passes, one that sends too much is a bad response.
    */
-  private async read(res: Response, max: number, timeoutMs: number): Promise<string> {
+  private async read(res: Response, max: number, timeoutMs: number): Promise<Buffer> {
     const reader = res.body?.getReader();
-    if (!reader) return '';
+    if (!reader) return Buffer.alloc(0);
     const chunks: Uint8Array[] = [];
     let size = 0;
     try {
@@ -254,7 +262,7 @@ export class AgentClient {
           : `the agent at ${this.baseUrl} broke off its answer: ${cleanText((err as Error).message)}`,
       );
     }
-    return Buffer.concat(chunks).toString('utf8');
+    return Buffer.concat(chunks);
   }
 }
 

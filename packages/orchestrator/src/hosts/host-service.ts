@@ -1,4 +1,10 @@
-import { checkAgentUrl, type Host, OrchError, type RegisterHostRequest } from '@orch/protocol';
+import {
+  checkAgentUrl,
+  type Host,
+  type HostCapacityHistory,
+  OrchError,
+  type RegisterHostRequest,
+} from '@orch/protocol';
 import type { Logger } from 'pino';
 import type { TokenBox } from '../crypto/token-box.js';
 import type { HostsRepo, HostWithToken } from '../store/hosts-repo.js';
@@ -61,6 +67,12 @@ export class HostService {
     const found = await this.repo.get(id);
     if (!found) throw OrchError.notFound('host', id);
     return found.host;
+  }
+
+  /** Host `id`'s capacity over the last `minutes` (see `HostsRepo.capacityHistory`). */
+  async capacityHistory(id: string, minutes: number): Promise<HostCapacityHistory> {
+    await this.get(id);
+    return this.repo.capacityHistory(id, minutes);
   }
 
   async setState(id: string, state: 'active' | 'cordoned'): Promise<Host> {

@@ -1,4 +1,4 @@
-import type { AgentInfo, Host, HostKind } from '@orch/protocol';
+import type { AgentInfo, Host, HostCapacityHistory, HostKind } from '@orch/protocol';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, HostsTable } from './schema.js';
 
@@ -110,8 +110,69 @@ export class HostsRepo {
       })
       .where('id', '=', id)
       .execute();
+    if (info) await this.recordSample(id, info);
+  }
+
+  /**
+   * Adds a capacity sample unless one of this host is younger than {@link SAMPLE_MIN_GAP_SECONDS}
+   * (several orchds check the same hosts), and forgets samples older than a day.
+   */
+  private async recordSample(id: string, info: AgentInfo): Promise<void> {
+    await sql`
+      INSERT INTO host_samples (host_id, capacity, free)
+      SELECT ${id}, ${JSON.stringify(info.capacity)}::jsonb, ${JSON.stringify(info.free)}::jsonb
+      WHERE NOT EXISTS (
+        SELECT 1 FROM host_samples
+        WHERE host_id = ${id} AND at > now() - make_interval(secs => ${SAMPLE_MIN_GAP_SECONDS}))`.execute(
+      this.db,
+    );
+    await this.db
+      .deleteFrom('host_samples')
+      .where('host_id', '=', id)
+      .where('at', '<', sql<Date>`now() - interval '1 day'`)
+      .execute();
+  }
+
+  /**
+   * Host `id`'s capacity over the last `minutes`, in at most {@link HISTORY_POINTS} buckets; each
+   * point is the bucket's least free resources (its busiest moment) and the capacity then.
+   */
+  async capacityHistory(id: string, minutes: number): Promise<HostCapacityHistory> {
+    const bucket = Math.max(SAMPLE_MIN_GAP_SECONDS, Math.ceil((minutes * 60) / HISTORY_POINTS));
+    const { rows } = await sql<{
+      at: Date;
+      cap_cpus: number;
+      cap_ram: number;
+      cap_disk: number;
+      cpus: number;
+      ram: number;
+      disk: number;
+    }>`
+      SELECT to_timestamp(floor(extract(epoch FROM at) / ${bucket}) * ${bucket}) AS at,
+             max((capacity->>'cpus')::int) AS cap_cpus, max((capacity->>'ram_mb')::int) AS cap_ram,
+             max((capacity->>'disk_gb')::int) AS cap_disk,
+             min((free->>'cpus')::int) AS cpus, min((free->>'ram_mb')::int) AS ram,
+             min((free->>'disk_gb')::int) AS disk
+      FROM host_samples
+      WHERE host_id = ${id} AND at > now() - make_interval(mins => ${minutes})
+      GROUP BY 1 ORDER BY 1`.execute(this.db);
+    return {
+      host_id: id,
+      minutes,
+      bucket_seconds: bucket,
+      samples: rows.map((r) => ({
+        at: new Date(r.at).toISOString(),
+        capacity: { cpus: r.cap_cpus, ram_mb: r.cap_ram, disk_gb: r.cap_disk },
+        free: { cpus: r.cpus, ram_mb: r.ram, disk_gb: r.disk },
+      })),
+    };
   }
 }
+
+/** The least time between two capacity samples of one host. */
+const SAMPLE_MIN_GAP_SECONDS = 5;
+/** The most points a capacity history has. */
+const HISTORY_POINTS = 120;
 
 function toHost(row: Selectable<HostsTable>): Host {
   return {

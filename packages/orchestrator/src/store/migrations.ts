@@ -177,6 +177,46 @@ const MIGRATIONS: Record<string, Migration> = {
       }
     },
   },
+  // Build layers (issue 15): `snapshots.layer_key` is written only together with `ready` (so a
+  // lookup never finds a half-written layer); builds keep their steps as JSON; build events come
+  // from the same trigger function as 0004's (`progress` changes once per finished step).
+  '0006_builds': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('snapshots').addColumn('layer_key', 'text').execute();
+      await sql`CREATE INDEX snapshots_layer_key ON snapshots (layer_key, arch) WHERE layer_key IS NOT NULL`.execute(
+        db,
+      );
+      await db.schema
+        .createTable('builds')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('task_id', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('host_id', 'text')
+        .addColumn('arch', 'text')
+        .addColumn('base_image', 'text', (c) => c.notNull())
+        .addColumn('base_digest', 'text')
+        .addColumn('spec', 'jsonb', (c) => c.notNull())
+        .addColumn('workspace', 'text', (c) => c.notNull())
+        .addColumn('no_cache', 'boolean', (c) => c.notNull())
+        .addColumn('secret_names', 'jsonb', (c) => c.notNull())
+        .addColumn('steps', 'jsonb', (c) => c.notNull())
+        .addColumn('progress', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('artifact_snapshot_id', 'text')
+        .addColumn('vm_id', 'text')
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('finished_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('builds_task').on('builds').column('task_id').execute();
+      await sql
+        .raw(
+          `CREATE TRIGGER builds_events AFTER INSERT OR UPDATE OR DELETE ON builds
+           FOR EACH ROW EXECUTE FUNCTION orch_record_event('build', 'id,state,task_id,host_id,progress,artifact_snapshot_id,vm_id,last_error')`,
+        )
+        .execute(db);
+    },
+  },
   // Snapshots travel (issue 17): the memory-state checksum and the accelerator of a snapshot (a
   // live one resumes only under the same), each export's reference, the moves of a host drain, and
   // the last move on the environment. Exports and moves produce events like the other tables.
@@ -212,6 +252,24 @@ const MIGRATIONS: Record<string, Migration> = {
         FOR EACH ROW EXECUTE FUNCTION orch_record_event('environment_move', 'id,environment_id,from_host_id,to_host_id,state,reason,downtime_ms')`.execute(
         db,
       );
+    },
+  },
+  // Capacity history of each host (GET /v1/hosts/{id}/capacity): one row per health check that
+  // reached the agent, at most one per host every few seconds however many orchds check it, kept a day.
+  '0008_host_samples': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('host_samples')
+        .addColumn('host_id', 'text', (c) => c.notNull().references('hosts.id').onDelete('cascade'))
+        .addColumn('at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('capacity', 'jsonb', (c) => c.notNull())
+        .addColumn('free', 'jsonb', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('host_samples_host_at')
+        .on('host_samples')
+        .columns(['host_id', 'at'])
+        .execute();
     },
   },
 };

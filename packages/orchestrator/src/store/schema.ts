@@ -1,4 +1,4 @@
-import type { AgentImage, VmSpec } from '@orch/protocol';
+import type { AgentImage, BuildStep, VmSpec } from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -27,6 +27,14 @@ export interface HostsTable {
   last_seen_at: Timestamp | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
+}
+
+/** What each host's agent reported at its health checks (capacity history, migration 0008). */
+export interface HostSamplesTable {
+  host_id: string;
+  at: GeneratedTimestamp;
+  capacity: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
+  free: Json<{ cpus: number; ram_mb: number; disk_gb: number }>;
 }
 
 /** API keys: the secret is kept only as its SHA-256. */
@@ -103,6 +111,8 @@ export interface SnapshotsTable {
   state_digest: ColumnType<string | null, string | null | undefined, string | null>;
   /** Accelerator of the host that took it: a live snapshot resumes only under the same (0007). */
   accelerator: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Build layers only (migration 0006): written together with `ready`, never before. */
+  layer_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }
@@ -156,12 +166,39 @@ export interface OrchEventsTable {
   created_at: GeneratedTimestamp;
 }
 
+/** Builds (migration 0006): the steps as JSON (`BuildStep` of @orch/protocol). */
+export interface BuildsTable {
+  id: string;
+  task_id: string;
+  state: string;
+  host_id: string | null;
+  arch: string | null;
+  base_image: string;
+  base_digest: string | null;
+  spec: Json<VmSpecJson>;
+  workspace: string;
+  no_cache: boolean;
+  secret_names: Json<string[]>;
+  steps: Json<BuildStepJson[]>;
+  progress: ColumnType<number, number | undefined, number>;
+  artifact_snapshot_id: string | null;
+  vm_id: string | null;
+  last_error: string | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+}
+
+export type BuildStepJson = BuildStep;
+
 export interface Database {
+  builds: BuildsTable;
   environments: EnvironmentsTable;
   snapshots: SnapshotsTable;
   snapshot_exports: SnapshotExportsTable;
   environment_moves: EnvironmentMovesTable;
   hosts: HostsTable;
+  host_samples: HostSamplesTable;
   api_keys: ApiKeysTable;
   settings: SettingsTable;
   orch_events: OrchEventsTable;

@@ -1,5 +1,6 @@
 import { allowedSources, SNAPSHOT_TRANSITIONS, type Snapshot, type SnapshotState } from '@orch/protocol';
-import type { Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import { ACTIVE_STATES } from './environments-repo.js';
 import type { Database, SnapshotExportsTable, SnapshotsTable } from './schema.js';
 
 export type SnapshotRow = Selectable<SnapshotsTable>;
@@ -81,7 +82,10 @@ export class SnapshotsRepo {
     from: readonly SnapshotState[],
     to: SnapshotState,
     fields: Partial<
-      Pick<SnapshotRow, 'kind' | 'arch' | 'digest' | 'last_error' | 'state_digest' | 'accelerator'>
+      Pick<
+        SnapshotRow,
+        'kind' | 'arch' | 'digest' | 'last_error' | 'layer_key' | 'state_digest' | 'accelerator'
+      >
     > & {
       size_bytes?: number;
     } = {},
@@ -177,14 +181,73 @@ export class SnapshotsRepo {
       .execute();
   }
 
-  /** Snapshots whose retention has passed (garbage collection). */
+  /**
+   * Snapshots whose retention has passed (garbage collection), except layers in use: one a
+   * `running` build has among its steps, or one an active environment was seeded from (from-build).
+   */
   async expired(now: Date): Promise<SnapshotRow[]> {
+    return this.db
+      .selectFrom('snapshots as s')
+      .selectAll('s')
+      .where('s.retention_until', '<', now)
+      .where('s.state', 'in', ['ready', 'error'])
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('builds as b')
+              .select('b.id')
+              .where('b.state', '=', 'running')
+              .where(sql<boolean>`b.steps @> jsonb_build_array(jsonb_build_object('snapshot_id', s.id))`),
+          ),
+        ),
+      )
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('environments as e')
+              .select('e.id')
+              .whereRef('e.seed_snapshot_id', '=', 's.id')
+              .where('e.state', 'in', ACTIVE_STATES),
+          ),
+        ),
+      )
+      .execute();
+  }
+
+  /**
+   * The newest kept build layer with this key built on `arch`: `ready` (so its artifact is
+   * complete: the key is written only with `ready`) and not past `retention_until`.
+   */
+  async findLayer(layerKey: string, arch: string, now: Date): Promise<SnapshotRow | undefined> {
     return this.db
       .selectFrom('snapshots')
       .selectAll()
-      .where('retention_until', '<', now)
-      .where('state', 'in', ['ready', 'error'])
-      .execute();
+      .where('layer_key', '=', layerKey)
+      .where('arch', '=', arch)
+      .where('state', '=', 'ready')
+      .where((eb) => eb.or([eb('retention_until', 'is', null), eb('retention_until', '>', now)]))
+      .orderBy('created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Extends a layer's retention to `until` when it is used (a cache hit or a from-build), if it is
+   * still `ready` and would expire sooner (one kept until deleted stays so); false when it is no
+   * longer ready (treat as a miss).
+   */
+  async keepLayer(id: string, until: Date): Promise<boolean> {
+    const r = await this.db
+      .updateTable('snapshots')
+      .set({ retention_until: until })
+      .where('id', '=', id)
+      .where('state', '=', 'ready')
+      .where('layer_key', 'is not', null)
+      .where('retention_until', '<', until)
+      .executeTakeFirst();
+    if (r.numUpdatedRows > 0n) return true;
+    const row = await this.get(id);
+    return row?.state === 'ready';
   }
 }
 
@@ -206,6 +269,7 @@ export function toSnapshot(
     mode: row.mode,
     state: row.state as Snapshot['state'] & string,
     ...opt('comment', row.comment),
+    ...opt('layer_key', row.layer_key),
     ...opt('arch', row.arch as Snapshot['arch']),
     ...opt('digest', row.digest),
     kind: row.kind === 'live' ? 'live' : 'disk',

@@ -6,8 +6,11 @@ import {
   EnvironmentAction,
   EnvironmentList,
   EnvironmentListQuery,
+  EnvironmentLogsQuery,
   ExecRequest,
   ExecResult,
+  LOG_OFFSET_HEADER,
+  LOG_SIZE_HEADER,
   OrchError,
   RestoreSnapshotBody,
   Snapshot,
@@ -17,6 +20,7 @@ import {
 import { z } from 'zod';
 import { requireMaster } from '../../auth/authenticator.js';
 import type { EnvironmentService } from '../../environments/environment-service.js';
+import type { LogService } from '../../environments/log-service.js';
 import type { PauseService } from '../../environments/pause-service.js';
 import type { SnapshotService } from '../../environments/snapshot-service.js';
 import type { SnapshotsRepo } from '../../store/snapshots-repo.js';
@@ -32,6 +36,7 @@ export function environmentRoutes(
   pauses: PauseService,
   snapshots: SnapshotService,
   snapshotsRepo: SnapshotsRepo,
+  logs: LogService,
 ): AnyRoute[] {
   return [
     route({
@@ -49,6 +54,13 @@ export function environmentRoutes(
           throw OrchError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
             field: 'seed_snapshot_id',
           });
+        }
+        // from-build boots a build artifact; any other snapshot is restored with its own request.
+        if (seed && !seed.layer_key) {
+          throw OrchError.invalid(
+            `seed_snapshot_id ${seed.id} is not a build layer (it has no layer_key); build one with orch build, or restore this snapshot with orch snapshot restore`,
+            { field: 'seed_snapshot_id' },
+          );
         }
         return { status: 201, body: await envs.create(body, seed ? { seed } : {}) };
       },
@@ -129,6 +141,40 @@ export function environmentRoutes(
           426,
           { upgrade: 'websocket' },
         );
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/environments/{id}/logs',
+      access: 'authenticated',
+      tag: 'environments',
+      summary:
+        "The startup script's output (text/plain, raw bytes): a window of at most 1 MiB from ?offset= (default 0) or the last ?tail= bytes, with x-log-offset and x-log-size; ?follow=true (x-log-offset only) keeps the answer open and streams new output until the environment stops. 409 once the environment is stopped (the log goes with its VM)",
+      params: IdParam,
+      query: EnvironmentLogsQuery,
+      errors: [409],
+      success: { status: 200, mediaType: 'text/plain', description: 'The log bytes' },
+      handler: async ({ params, query, c }) => {
+        const { follow, ...window } = query;
+        const headers = { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' };
+        if (follow) {
+          const { stream, offset } = await logs.follow(params.id, window, c.req.raw.signal);
+          return {
+            status: 200,
+            raw: new Response(stream, { headers: { ...headers, [LOG_OFFSET_HEADER]: String(offset) } }),
+          };
+        }
+        const log = await logs.window(params.id, window);
+        return {
+          status: 200,
+          raw: new Response(Buffer.from(log.bytes), {
+            headers: {
+              ...headers,
+              [LOG_OFFSET_HEADER]: String(log.offset),
+              [LOG_SIZE_HEADER]: String(log.size),
+            },
+          }),
+        };
       },
     }),
     route({

@@ -1,4 +1,13 @@
-import { Host, HostAction, HostDrain, HostList, hostId, RegisterHostRequest } from '@orch/protocol';
+import {
+  Host,
+  HostAction,
+  HostCapacityHistory,
+  HostCapacityQuery,
+  HostDrain,
+  HostList,
+  hostId,
+  RegisterHostRequest,
+} from '@orch/protocol';
 import { z } from 'zod';
 import type { MoveService } from '../../environments/move-service.js';
 import type { HostService } from '../../hosts/host-service.js';
@@ -41,6 +50,21 @@ export function hostRoutes(hosts: HostService, moves: MoveService): AnyRoute[] {
       params: IdParam,
       success: { status: 200, schema: Host, description: 'The host' },
       handler: async ({ params }) => ({ status: 200, body: await hosts.get(params.id) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/hosts/{id}/capacity',
+      access: 'authenticated',
+      tag: 'hosts',
+      summary:
+        'Capacity over the last ?minutes= (1-1440, default 60), from what the agent reported at each health check: at most 120 points, each the least free in its bucket',
+      params: IdParam,
+      query: HostCapacityQuery,
+      success: { status: 200, schema: HostCapacityHistory, description: 'The capacity history' },
+      handler: async ({ params, query }) => ({
+        status: 200,
+        body: await hosts.capacityHistory(params.id, query.minutes ?? 60),
+      }),
     }),
     route({
       method: 'POST',

@@ -1,8 +1,11 @@
 // The dashboard's shell: header, navigation, hash routes, and live pages re-rendered from the event stream.
 import { api } from './api.js';
 import { h, mount, toast } from './dom.js';
+import { leavePage } from './page.js';
 import { keysView } from './views/api-keys.js';
+import { environmentView } from './views/environment.js';
 import { environmentsView } from './views/environments.js';
+import { hostView } from './views/host.js';
 import { hostsView } from './views/hosts.js';
 import { newEnvironmentView } from './views/new-environment.js';
 import { snapshotsView } from './views/snapshots.js';
@@ -20,13 +23,17 @@ const DEBOUNCE_MS = 150;
 let onEvent: (() => void) | undefined;
 let pending: number | undefined;
 let events: EventSource | undefined;
+interface View {
+  title: string;
+  render: (main: HTMLElement) => Promise<void> | void;
+  /** The page of one item, `#/<name>/<id>` (an environment, a host). */
+  item?: (main: HTMLElement, id: string) => Promise<void> | void;
+  live: boolean;
+}
 
-const VIEWS: Record<
-  string,
-  { title: string; render: (main: HTMLElement) => Promise<void> | void; live: boolean }
-> = {
-  hosts: { title: 'Hosts', render: hostsView, live: true },
-  environments: { title: 'Environments', render: environmentsView, live: true },
+const VIEWS: Record<string, View> = {
+  hosts: { title: 'Hosts', render: hostsView, item: hostView, live: true },
+  environments: { title: 'Environments', render: environmentsView, item: environmentView, live: true },
   snapshots: { title: 'Snapshots', render: snapshotsView, live: true },
   keys: { title: 'API keys', render: keysView, live: false },
   new: { title: 'New environment', render: newEnvironmentView, live: false },
@@ -52,9 +59,12 @@ export function startShell(root: HTMLElement, session: Session): void {
 }
 
 function showRoute(root: HTMLElement, session: Session): void {
-  const name = location.hash.replace(/^#\//, '') || 'environments';
-  const view = VIEWS[name] ?? VIEWS.environments!;
+  const [first = '', ...rest] = location.hash.replace(/^#\//, '').split('/');
+  const name = first in VIEWS ? first : 'environments';
+  const view = VIEWS[name]!;
+  const item = rest.length > 0 && view.item ? decodeURIComponent(rest.join('/')) : undefined;
   onEvent = undefined;
+  leavePage();
   const main = h('main');
   const nav = h(
     'nav',
@@ -70,6 +80,7 @@ function showRoute(root: HTMLElement, session: Session): void {
         // No re-render (and no 401 from it) may race the navigation to the login page.
         onEvent = undefined;
         events?.close();
+        leavePage();
         await api('POST', '/logout').catch(() => undefined);
         location.assign('/login');
       },
@@ -97,7 +108,8 @@ function showRoute(root: HTMLElement, session: Session): void {
   );
   const render = async () => {
     try {
-      await view.render(main);
+      if (item !== undefined) await view.item!(main, item);
+      else await view.render(main);
     } catch (err) {
       toast((err as Error).message);
     }

@@ -1,6 +1,6 @@
 // Small pieces the dashboard's views share: progress buttons, tables, empty states, stable sections.
 import { api } from './api.js';
-import { type Child, h, toast } from './dom.js';
+import { ago, type Child, h, toast } from './dom.js';
 
 /** Runs a click handler with the button disabled and its label showing progress; errors become toasts. */
 export function action(label: string, busy: string, fn: () => Promise<unknown>, cls = ''): HTMLButtonElement {
@@ -79,4 +79,30 @@ export function table<T>(
 /** What a list page shows instead of an empty table: a title and what to do next. */
 export function emptyCard(title: string, ...next: Child[]): HTMLElement {
   return h('div', { class: 'card' }, h('h2', {}, title), ...next);
+}
+
+/**
+ * A progress line for a long action (create, restore, snapshot, pause): what is happening, a moving
+ * bar and the time since `since`, ticking every second until the element leaves the page.
+ */
+export function progress(label: string, since: number): HTMLElement {
+  const elapsed = h('span', { class: 'muted' });
+  const el = h(
+    'div',
+    { class: 'progress', role: 'status', 'data-progress': '' },
+    h('span', { class: 'spinner' }),
+    `${label}… `,
+    elapsed,
+  );
+  const tick = () => {
+    elapsed.textContent = ago((Date.now() - since) / 1000);
+  };
+  tick();
+  let seen = false;
+  const timer = window.setInterval(() => {
+    if (el.isConnected) seen = true;
+    else if (seen) return window.clearInterval(timer);
+    tick();
+  }, 1000);
+  return el;
 }

@@ -1,5 +1,5 @@
 // The Environments page: environments with their ports and time left; exec, console, snapshot,
-// pause, resume, stop.
+// pause, resume, stop. Each id opens the environment's own page (environment.ts).
 import type { Environment, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
 import { ago, h, mount, toast } from '../dom.js';
@@ -35,7 +35,12 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
       return h(
         'tr',
         { 'data-env': env.id },
-        h('td', {}, env.id, h('div', { class: 'muted' }, env.task_id)),
+        h(
+          'td',
+          {},
+          h('a', { href: `#/environments/${env.id}` }, env.id),
+          h('div', { class: 'muted' }, env.task_id),
+        ),
         h(
           'td',
           { class: `state-${env.state}`, title: env.last_error ?? '' },
@@ -60,9 +65,9 @@ export async function environmentsView(main: HTMLElement): Promise<void> {
           ' ',
           live ? h('button', { onclick: () => openConsole(main, env) }, 'Console') : null,
           ' ',
-          live ? action('Snapshot', 'Snapshotting…', () => snapshot(env, false)) : null,
+          live ? action('Snapshot', 'Snapshotting…', () => takeSnapshot(env, false)) : null,
           ' ',
-          live ? action('Live snapshot', 'Snapshotting…', () => snapshot(env, true)) : null,
+          live ? action('Live snapshot', 'Snapshotting…', () => takeSnapshot(env, true)) : null,
           ' ',
           live ? action('Pause', 'Pausing…', () => pauseOrResume(main, env, 'pause')) : null,
           env.state === 'paused'
@@ -85,7 +90,7 @@ async function pauseOrResume(main: HTMLElement, env: Environment, act: 'pause' |
 }
 
 /** Takes a snapshot of `env` (with memory when `live`) and says what it became. */
-async function snapshot(env: Environment, live: boolean): Promise<void> {
+export async function takeSnapshot(env: Environment, live: boolean): Promise<void> {
   const s = await api<Snapshot>('POST', `/v1/environments/${env.id}/snapshots`, { live });
   if (s.state === 'error') throw new Error(s.last_error ?? 'the snapshot failed');
   toast(

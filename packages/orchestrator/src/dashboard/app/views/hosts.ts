@@ -33,7 +33,12 @@ export async function hostsView(main: HTMLElement): Promise<void> {
       return h(
         'tr',
         { 'data-host': host.id },
-        h('td', {}, host.id, h('div', { class: 'muted' }, host.agent_url)),
+        h(
+          'td',
+          {},
+          h('a', { href: `#/hosts/${encodeURIComponent(host.id)}` }, host.id),
+          h('div', { class: 'muted' }, host.agent_url),
+        ),
         h('td', {}, host.kind),
         h('td', {}, host.arch),
         stateCell(host.state),

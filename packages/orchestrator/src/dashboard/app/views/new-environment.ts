@@ -1,7 +1,7 @@
 // The New environment page: a definition compiled in the browser as you type, then created.
 import { compileSource, formatDiagnostic, renderText } from '@orch/envdef';
 import type { Environment } from '@orch/protocol';
-import { ApiError, api } from '../api.js';
+import { api } from '../api.js';
 import { h, mount } from '../dom.js';
 import { action } from '../widgets.js';
 
@@ -16,7 +16,6 @@ export function newEnvironmentView(main: HTMLElement): void {
   const file = h('input', { type: 'file', accept: '.yaml,.yml,.json' });
   const preview = h('pre', { 'data-preview': '' });
   const secrets = h('div');
-  const status = h('p', { class: 'muted' });
   let values: Record<string, HTMLInputElement> = {};
   const compile = () => {
     const r = compileSource(text.value, { taskId: taskId.value || 'dashboard' });
@@ -64,20 +63,12 @@ export function newEnvironmentView(main: HTMLElement): void {
         .map(([n]) => n);
       if (missing.length) throw new Error(`missing secrets: ${missing.join(', ')}`);
       const { required_secrets: _r, ...body } = compiled.request;
-      let env = await api<Environment>('POST', '/v1/environments', {
+      const env = await api<Environment>('POST', '/v1/environments', {
         ...body,
         secrets: Object.fromEntries(Object.entries(values).map(([n, i]) => [n, i.value])),
       });
-      const started = Date.now();
-      while (env.state === 'creating') {
-        status.textContent = `${env.id}: creating on ${env.host_id} (${Math.round((Date.now() - started) / 1000)}s)…`;
-        await new Promise((r) => setTimeout(r, 500));
-        env = await api<Environment>('GET', `/v1/environments/${env.id}`);
-      }
-      if (env.state === 'error')
-        throw new ApiError('internal', env.last_error ?? 'the environment failed', 500);
-      status.textContent = `${env.id} is ${env.state}.`;
-      location.hash = '#/environments';
+      // Its page shows the create's progress and startup log until it runs (or fails).
+      location.hash = `#/environments/${env.id}`;
     },
     'primary',
   );
@@ -94,7 +85,6 @@ export function newEnvironmentView(main: HTMLElement): void {
         text,
         secrets,
         h('div', { class: 'row' }, create),
-        status,
       ),
       h('div', {}, h('h3', {}, 'Compile preview'), preview),
     ),

@@ -1,7 +1,7 @@
 // The Snapshots page: snapshots with size, digest, retention and exports; restore and delete.
 import type { Environment, Snapshot } from '@orch/protocol';
 import { api } from '../api.js';
-import { h, mount, toast } from '../dom.js';
+import { type Child, h, mount } from '../dom.js';
 import { action, deleteButton, emptyCard, section, stateCell, table } from '../widgets.js';
 
 /** Renders the snapshots table into `main` (polled). */
@@ -28,27 +28,37 @@ export async function snapshotsView(main: HTMLElement): Promise<void> {
       h(
         'tr',
         { 'data-snapshot': s.id },
-        h('td', {}, s.id, h('div', { class: 'muted' }, `of ${s.vm_id}`)),
+        h(
+          'td',
+          {},
+          s.id,
+          h('div', { class: 'muted' }, 'of ', h('a', { href: `#/environments/${s.vm_id}` }, s.vm_id)),
+        ),
         h('td', {}, s.kind),
         stateCell(s.state ?? ''),
         h('td', {}, s.size_bytes === undefined ? '—' : `${(s.size_bytes / 1048576).toFixed(1)} MiB`),
         h('td', { title: s.digest ?? '' }, s.digest ? `${s.digest.slice(0, 12)}…` : '—'),
         h('td', {}, s.retention_until ? new Date(s.retention_until).toLocaleString() : 'kept'),
         h('td', {}, ...(s.exports ?? []).map((e) => h('div', {}, `${e.destination}: ${e.status ?? ''}`))),
-        h(
-          'td',
-          {},
-          s.state === 'ready'
-            ? action('Restore', 'Restoring…', async () => {
-                const env = await api<Environment>('POST', `/v1/snapshots/${s.id}/restore`, {});
-                toast(`Restoring into ${env.id}`);
-                location.hash = '#/environments';
-              })
-            : null,
-          ' ',
-          deleteButton('Delete', 'Deleting…', `/v1/snapshots/${s.id}`, () => snapshotsView(main)),
-        ),
+        h('td', {}, ...snapshotActions(s, () => snapshotsView(main))),
       ),
     ),
   );
+}
+
+/**
+ * Restore (a ready snapshot: a new environment, whose page then shows the restore's progress) and
+ * Delete (then `refresh`).
+ */
+export function snapshotActions(s: Snapshot, refresh: () => Promise<unknown>): Child[] {
+  return [
+    s.state === 'ready'
+      ? action('Restore', 'Restoring…', async () => {
+          const env = await api<Environment>('POST', `/v1/snapshots/${s.id}/restore`, {});
+          location.hash = `#/environments/${env.id}`;
+        })
+      : null,
+    ' ',
+    deleteButton('Delete', 'Deleting…', `/v1/snapshots/${s.id}`, refresh),
+  ];
 }
