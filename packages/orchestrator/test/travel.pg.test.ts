@@ -155,7 +155,8 @@ describeStores('exports and drain on the %s store', (store) => {
 });
 
 /**
- * Cross-host restore and from-build against agent doubles: with the snapshot's host cordoned the
+ * Cross-host restore against agent doubles (from-build seeds take the same path; seeds are build
+ * layers, made by builds.pg.test.ts): with the snapshot's host cordoned the
  * scheduler places the new environment on another host the artifact is portable to, which is told
  * to fetch it from the source agent (its URL and token, the digests of the record), else from a
  * ready export; a live snapshot no other host can resume is a 409 saying why; a source that cannot
@@ -202,15 +203,13 @@ describeStores('cross-host restore on the %s store', (store) => {
     for (const a of Object.values(agents)) await a.close();
   });
 
-  test('restore and seed elsewhere fetch the artifact; not portable 409; no source 503; digest 409', async () => {
+  test('restore elsewhere fetches the artifact; not portable 409; no source 503; digest 409', async () => {
     const env = (await orchd.request('POST', '/v1/environments', { ...as, body: request }))
       .body as Environment;
     await running(env.id);
     const live = (
       await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, { ...as, body: { live: true } })
     ).body as Snapshot;
-    const disk = (await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, { ...as, body: {} }))
-      .body as Snapshot;
     expect(live.kind).toBe('live');
     for (const h of ['h2', 'h3']) expect((await register(h)).status).toBe(201);
     await orchd.request('POST', '/v1/hosts/h1?action=cordon', as);
@@ -229,19 +228,8 @@ describeStores('cross-host restore on the %s store', (store) => {
     });
     expect(agents.h3!.created.at(-1)).toMatchObject({ restore_snapshot_id: live.id });
 
-    // From-build: the seed's disk goes anywhere with the same arch; the host fetches it first.
-    const seeded = await orchd.request('POST', '/v1/environments', {
-      ...as,
-      body: { ...request, seed_snapshot_id: disk.id },
-    });
-    expect(seeded.status, JSON.stringify(seeded.body)).toBe(201);
-    const seedHost = (seeded.body as Environment).host_id;
-    expect(['h2', 'h3']).toContain(seedHost);
-    expect(agents[seedHost]!.fetches.at(-1)).toMatchObject({ id: disk.id, body: { digest: disk.digest } });
-
     // Only a kvm host left besides the cordoned source: a live snapshot is not portable, 409.
-    for (const id of [copy.id, (seeded.body as Environment).id])
-      await orchd.request('DELETE', `/v1/environments/${id}`, as);
+    await orchd.request('DELETE', `/v1/environments/${copy.id}`, as);
     await expect.poll(async () => (await orchd.request('DELETE', '/v1/hosts/h3', as)).status).toBe(204);
     const refused = await orchd.request('POST', `/v1/snapshots/${live.id}/restore`, { ...as, body: {} });
     expect(refused.status).toBe(409);
