@@ -9,7 +9,8 @@ ensure_node
 # qemu-system-x86 ... umoci: orch-agent's microVMs and images in the *.vm.test.ts suites (see packages/agent).
 # docker-registry: the loopback registry images.vm.test.ts pulls from.
 registry_preinstalled="$(dpkg-query -W -f='${Status}' docker-registry 2>/dev/null | grep -c 'install ok installed' || true)"
-ensure_debian strace postgresql-15 chromium docker-registry "${AGENT_DEBIAN_PACKAGES[@]}"
+# iproute2: `ip netns` + veth, the multi-host suite (packages/orchestrator/test/travel.vm.test.ts).
+ensure_debian strace postgresql-15 chromium docker-registry iproute2 "${AGENT_DEBIAN_PACKAGES[@]}"
 # Debian's package also enables a system-wide registry on :5000; the tests start their own on
 # loopback, so one this run installed is turned off again (one the machine already had is left alone).
 if [ "$registry_preinstalled" = 0 ] && command -v systemctl >/dev/null 2>&1; then

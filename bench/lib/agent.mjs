@@ -12,9 +12,9 @@ const TOKEN = 'bench-agent-token';
 
 /**
  * Starts an agent on a free port. `dataDir` defaults to a new temp dir; `images` names the images to
- * link (all of them when absent). Resolves with `{ url, dataDir, api, stop }`.
+ * link (all of them when absent); `env` adds settings. Resolves with `{ url, dataDir, api, stop }`.
  */
-export async function startBenchAgent({ dataDir, images, logLevel = 'warn' } = {}) {
+export async function startBenchAgent({ dataDir, images, logLevel = 'warn', env = {} } = {}) {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'orch-agent-bench-'));
   symlinkSync(join(ASSETS, 'kernel'), join(dir, 'kernel'));
   if (images) {
@@ -31,6 +31,7 @@ export async function startBenchAgent({ dataDir, images, logLevel = 'warn' } = {
       AGENT_DATA_DIR: dir,
       MICROVM_AGENT_TOKEN: TOKEN,
       AGENT_LOG_LEVEL: logLevel,
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

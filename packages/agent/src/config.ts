@@ -70,6 +70,47 @@ export const OPTIONS = declareOptions({
     description: 'seconds a VM may take from QEMU start to guest agent ready before it is an error',
   },
   logLevel: logLevelOption('AGENT_LOG_LEVEL'),
+  s3Endpoint: {
+    env: 'AGENT_S3_ENDPOINT',
+    schema: z
+      .string()
+      .default('')
+      .refine(
+        (v) => v === '' || /^https?:\/\/[^/?#@]+\/?$/.test(v),
+        'must be http(s)://host[:port] (no path, no credentials)',
+      ),
+    description: 'exports: endpoint of the S3-compatible storage of s3:// destinations (empty: AWS)',
+  },
+  s3Region: {
+    env: 'AGENT_S3_REGION',
+    schema: z.string().min(1).default('us-east-1'),
+    description: 'exports: S3 region',
+  },
+  s3AccessKeyId: {
+    env: 'AGENT_S3_ACCESS_KEY_ID',
+    schema: z.string().default(''),
+    secret: true,
+    description: 'exports: S3 access key id (never logged or returned)',
+  },
+  s3SecretAccessKey: {
+    env: 'AGENT_S3_SECRET_ACCESS_KEY',
+    schema: z.string().default(''),
+    secret: true,
+    description: 'exports: S3 secret access key (never logged or returned)',
+  },
+  s3ForcePathStyle: {
+    env: 'AGENT_S3_FORCE_PATH_STYLE',
+    schema: z
+      .enum(['true', 'false'])
+      .default('true')
+      .transform((v) => v === 'true'),
+    description: 'exports: path-style S3 URLs (endpoint/bucket/key), which most S3-compatible servers need',
+  },
+  s3PartSizeMb: {
+    env: 'AGENT_S3_PART_SIZE_MB',
+    schema: z.coerce.number().int().min(5).max(5120).default(16),
+    description: 'exports: multipart upload part size in MiB (files larger than one part go multipart)',
+  },
 });
 
 /** Images `orch-agent setup` can build (`AGENT_IMAGES`). */

@@ -40,6 +40,10 @@ await runMain(
       refuseUnknownCommand(cmd);
       const config = loadConfig(flagValues(cmd, OPTIONS), process.env);
       const logger = createLogger(config.logLevel, { service: 'orch-agent' });
+      // Process warnings (the AWS SDK's Node version notice among them) go to the JSON log, not
+      // as free text on stderr.
+      process.removeAllListeners('warning');
+      process.on('warning', (w) => logger.warn({ warning: w.name }, w.message));
       const agent = new Agent(config, logger, (url) =>
         process.stdout.write(`orch-agent listening on ${url}\n`),
       );

@@ -22,7 +22,8 @@ import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
 import { AgentMetrics } from './metrics.js';
-import { which } from './util/run.js';
+import { ArtifactTransfer } from './transfer/artifact-transfer.js';
+import { run, which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
 import { HostPorts } from './vm/host-ports.js';
 import { VmManager } from './vm/vm-manager.js';
@@ -83,7 +84,15 @@ export class Agent implements Service, Startable {
       ? await resolveAccelerator(config.accel, { layout, qemu: config.qemu, kernel: k?.kernel, logger })
       : 'tcg';
     const metrics = new AgentMetrics();
+    let qemuVersion: Promise<string> | undefined;
     const vms = new VmManager({
+      qemuVersion: () => {
+        qemuVersion ??= run([config.qemu, '--version']).then(
+          (out) => out.split('\n')[0]?.trim() ?? '',
+          () => '',
+        );
+        return qemuVersion;
+      },
       layout,
       images,
       ports: new HostPorts(config.host),
@@ -118,7 +127,20 @@ export class Agent implements Service, Startable {
       accelerator: config.kind === 'gpu' ? 'none' : hasQemu ? accelerator : 'none',
       dataDir: layout.root,
     });
-    const app = buildApp({ auth, vms, info, logger, metrics });
+    const transfer = new ArtifactTransfer({
+      layout,
+      snapshots: vms.snapshots,
+      s3: {
+        endpoint: config.s3Endpoint,
+        region: config.s3Region,
+        accessKeyId: config.s3AccessKeyId,
+        secretAccessKey: config.s3SecretAccessKey,
+        forcePathStyle: config.s3ForcePathStyle,
+        partSizeBytes: config.s3PartSizeMb * 2 ** 20,
+      },
+      logger,
+    });
+    const app = buildApp({ auth, vms, transfer, info, logger, metrics });
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,
       upgrade: consoleUpgradeHandler(auth, vms, logger),

@@ -82,10 +82,12 @@ export class AgentProcess {
     readonly port: number,
     readonly token: string,
     readonly dataDir: string,
+    /** The address it listens on (127.0.0.1, or its network namespace's own address). */
+    readonly host = '127.0.0.1',
   ) {}
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
   }
 
   /** A fresh data dir sharing the setup assets; remove it with {@link removeDataDir}. */
@@ -116,11 +118,19 @@ export class AgentProcess {
     dataDir: string;
     env?: Record<string, string>;
     token?: string;
+    /** Run it in this network namespace (`ip netns exec`), listening on `host` there. */
+    netns?: string;
+    host?: string;
   }): Promise<AgentProcess> {
     const token = opts.token ?? `tok-${randomBytes(12).toString('hex')}`;
     mkdirSync(opts.dataDir, { recursive: true });
-    const proc = spawn(process.execPath, [AGENT_BIN], {
+    // `ip netns exec` execs the program: the child's pid is the agent's own (SIGKILL reaches it).
+    const [cmd, args] = opts.netns
+      ? ['ip', ['netns', 'exec', opts.netns, process.execPath, AGENT_BIN]]
+      : [process.execPath, [AGENT_BIN]];
+    const proc = spawn(cmd as string, args as string[], {
       env: {
+        ...(opts.host ? { AGENT_HOST: opts.host } : {}),
         PATH: process.env.PATH ?? '/usr/bin:/bin',
         AGENT_PORT: '0',
         AGENT_ACCEL: 'tcg',
@@ -153,7 +163,7 @@ export class AgentProcess {
         reject(new Error(`orch-agent exited with ${code}:\n${output.join('\n')}`));
       });
     });
-    const agent = new AgentProcess(proc, port, token, opts.dataDir);
+    const agent = new AgentProcess(proc, port, token, opts.dataDir, opts.host ?? '127.0.0.1');
     agent.output.push(...output);
     lines.on('line', (l) => agent.output.push(l));
     errLines.on('line', (l) => agent.output.push(l));

@@ -4,6 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { buildApp } from '../src/api/app.js';
 import { BearerAuth } from '../src/api/auth.js';
 import { AgentError } from '../src/errors.js';
+import type { ArtifactTransfer } from '../src/transfer/artifact-transfer.js';
 import type { VmManager } from '../src/vm/vm-manager.js';
 
 /**
@@ -26,6 +27,7 @@ const vms = new Proxy(
 const app = buildApp({
   auth: new BearerAuth(TOKEN),
   vms,
+  transfer: vms as unknown as ArtifactTransfer,
   info: async () => {
     throw new Error('unused');
   },

@@ -205,7 +205,14 @@ export const SnapshotArtifact = z
     size_bytes: z.number().int().nonnegative(),
     /** Hex sha256 of the rootfs artifact. */
     digest: z.string().regex(/^[0-9a-f]{64}$/),
+    /** Hex sha256 of the memory state (`state.bin`) of a live snapshot. */
+    state_digest: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
     arch: z.enum(['amd64', 'arm64']),
+    /** The accelerator it was taken under (a live one resumes only under the same). */
+    accelerator: text(64).optional(),
     created_at: z.iso.datetime(),
   })
   .meta({ id: 'SnapshotArtifact' });

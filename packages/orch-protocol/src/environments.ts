@@ -71,6 +71,16 @@ export const Environment = z
     stopped_at: z.iso.datetime().nullable(),
     /** The manifest's services and their state, refreshed from the agent while the VM runs. */
     services: z.array(ServiceStatus),
+    /** The last move to another host (drain): where from, where to, the downtime, when. */
+    last_move: z
+      .object({
+        from_host_id: z.string(),
+        to_host_id: z.string(),
+        downtime_ms: z.number().int(),
+        at: z.iso.datetime(),
+      })
+      .nullable()
+      .optional(),
   })
   .meta({ id: 'Environment' });
 export type Environment = z.infer<typeof Environment>;

@@ -51,7 +51,8 @@ export type Host = z.infer<typeof Host>;
 export const HostList = z.object({ hosts: z.array(Host) }).meta({ id: 'HostList' });
 export type HostList = z.infer<typeof HostList>;
 
-export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon']) });
+/** `?action=` of `POST /v1/hosts/{id}`: `drain` cordons, then moves running environments away (moves.ts). */
+export const HostAction = z.strictObject({ action: z.enum(['cordon', 'uncordon', 'drain']) });
 
 /**
  * `GET /v1/hosts/{id}/capacity?minutes=N`: the host's capacity over the last N minutes (1-1440,

@@ -88,6 +88,15 @@ export {
   logWindow,
 } from './logs.js';
 export {
+  EnvironmentMove,
+  FINAL_MOVE_STATES,
+  HostDrain,
+  MOVE_STATES,
+  MoveList,
+  MoveListQuery,
+  type MoveState,
+} from './moves.js';
+export {
   MAX_SERVICES,
   type ManifestService,
   manifestServices,
@@ -98,6 +107,7 @@ export {
 export { LoginRequest, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, SessionState } from './session.js';
 export {
   CreateSnapshotBody,
+  CreateSnapshotExportBody,
   RestoreSnapshotBody,
   SNAPSHOT_STATES,
   Snapshot,
@@ -119,6 +129,20 @@ export {
   text,
   textProblem,
 } from './text.js';
+export {
+  ARTIFACT_FILES,
+  type ArtifactFile,
+  type Destination,
+  destination,
+  EXPORT_MANIFEST,
+  ExportManifest,
+  parseDestination,
+  SnapshotExportRequest,
+  SnapshotExportResult,
+  SnapshotFetchRequest,
+  TRANSFER_PATHS,
+  TRANSFER_ROUTES,
+} from './transfer.js';
 export {
   AGENT_VM_TRANSITIONS,
   allowedSources,

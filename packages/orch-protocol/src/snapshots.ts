@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_RUNTIME_SECONDS } from './agent-vms.js';
 import { agentId, text } from './text.js';
+import { destination } from './transfer.js';
 
 /**
  * Snapshot states (orchestrator.md lists the values; the transitions are ours):
@@ -61,7 +62,7 @@ export const CreateSnapshotBody = z
     mode: text(64).default(''),
     comment: text(1024).optional(),
     retention_until: z.iso.datetime({ offset: true }).nullable().optional(),
-    export_destination: text(2048, 1).optional(),
+    export_destination: destination().optional(),
     export_status: text(64).default(''),
   })
   .meta({ id: 'CreateSnapshotBody' });
@@ -80,3 +81,8 @@ export const RestoreSnapshotBody = z
     max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS).optional(),
   })
   .meta({ id: 'RestoreSnapshotBody' });
+
+/** `POST /v1/snapshots/{id}/exports`: export a ready snapshot to `destination` (file:///dir or s3://bucket/prefix). */
+export const CreateSnapshotExportBody = z
+  .strictObject({ destination: destination() })
+  .meta({ id: 'CreateSnapshotExportBody' });

@@ -70,7 +70,7 @@ describe('the text rule', () => {
       [
         'CreateSnapshotBody',
         CreateSnapshotBody,
-        { mode: 'm', comment: 'c', export_destination: 'd', export_status: 's' },
+        { mode: 'm', comment: 'c', export_destination: 'file:///d', export_status: 's' },
       ],
       ['RestoreSnapshotBody', RestoreSnapshotBody, { task_id: 't' }],
       ['ExecRequest', ExecRequest, { argv: ['a'], env: { A: 'b' }, cwd: '/', stdin_base64: 'aGk=' }],

@@ -25,6 +25,7 @@ import { eventRoutes } from './api/routes/events.js';
 import { hostRoutes } from './api/routes/hosts.js';
 import { metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
+import { travelRoutes } from './api/routes/travel.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
 import { SessionSigner } from './auth/session-cookie.js';
@@ -36,10 +37,13 @@ import { mountDashboard } from './dashboard/serve.js';
 import { Agents } from './environments/agents.js';
 import { ConsoleProxy } from './environments/console-proxy.js';
 import { EnvironmentService } from './environments/environment-service.js';
+import { ExportService } from './environments/export-service.js';
 import { LogService } from './environments/log-service.js';
+import { MoveService } from './environments/move-service.js';
 import { PauseService } from './environments/pause-service.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
+import { TravelService } from './environments/travel-service.js';
 import { EventHub } from './events/event-hub.js';
 import { HealthMonitor } from './hosts/health-monitor.js';
 import { HostService } from './hosts/host-service.js';
@@ -49,6 +53,7 @@ import { BuildsRepo } from './store/builds-repo.js';
 import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
 import { HostsRepo } from './store/hosts-repo.js';
+import { MovesRepo } from './store/moves-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
 
 const KEY_CHECK_SETTING = 'token_encryption_key_check';
@@ -68,6 +73,7 @@ export class Orchestrator implements Service, Startable {
   private readonly loopsLife = new AbortController();
   private loops: Promise<void> | undefined;
   private envs: EnvironmentService | undefined;
+  private moves: MoveService | undefined;
   private consoles: ConsoleProxy | undefined;
 
   constructor(
@@ -116,6 +122,21 @@ export class Orchestrator implements Service, Startable {
     const pauses = new PauseService(envRepo, hosts, envs, logger);
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
     const snapshots = new SnapshotService(snapshotsRepo, envs, logger, metrics);
+    // Snapshots travel (issue 17): cross-host restores and seeds, exports, host drain.
+    const travel = new TravelService(snapshotsRepo, agents, logger);
+    envs.travel = travel;
+    const exportsService = new ExportService(snapshotsRepo, travel, logger);
+    snapshots.exports = exportsService;
+    const moves = new MoveService(
+      new MovesRepo(this.store.db),
+      envRepo,
+      envs,
+      hosts,
+      travel,
+      config.createTimeoutSec * 1000,
+      logger,
+    );
+    this.moves = moves;
     const builds = new BuildService(
       new BuildsRepo(this.store.db),
       snapshotsRepo,
@@ -131,9 +152,10 @@ export class Orchestrator implements Service, Startable {
 
     const routes: AnyRoute[] = [
       ...sessionRoutes(auth, sessions, config.secureCookies),
-      ...hostRoutes(hosts),
+      ...hostRoutes(hosts, moves),
       ...apiKeyRoutes(apiKeys),
       ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents)),
+      ...travelRoutes(snapshots, exportsService, moves),
       ...buildRoutes(builds),
       ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
     ];
@@ -163,6 +185,7 @@ export class Orchestrator implements Service, Startable {
       config.createTimeoutSec * 1000,
       logger,
       metrics,
+      { moves, exports: exportsService },
     );
     this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events, builds]);
 
@@ -195,6 +218,7 @@ export class Orchestrator implements Service, Startable {
     this.logger.info('orchd stopping');
     this.loopsLife.abort();
     await this.loops;
+    await this.moves?.stop();
     await this.envs?.stop();
     this.consoles?.close();
     if (this.server) await closeServer(this.server);

@@ -115,7 +115,7 @@ describeStores('environments on the %s store', (store) => {
             '--mode',
             'Weird-Mode',
             '--export-to',
-            's3://b/k',
+            's3://bucket-b/k',
             '--export-status',
             'queued?',
           )
@@ -133,7 +133,7 @@ describeStores('environments on the %s store', (store) => {
       expect(disk.digest).toMatch(/^[0-9a-f]{64}$/);
       expect(disk.exports).toEqual([
         {
-          destination: 's3://b/k',
+          destination: 's3://bucket-b/k',
           status: 'queued?',
           requested_at: expect.any(String),
           updated_at: expect.any(String),

@@ -39,6 +39,15 @@ export class FakeAgent {
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
   supportsLive = true;
   bootMs = 50;
+  /** When set, `POST /v1/snapshots/{id}/export` fails with this agent error message (503). */
+  exportFailure: string | undefined;
+  /** Fetch requests received (`POST /v1/snapshots/{id}/fetch`), with the snapshot id. */
+  readonly fetches: { id: string; body: { digest: string; source: Record<string, string> } }[] = [];
+  /** Fetches from that kind of source fail with this status and error envelope. */
+  readonly fetchFailures: {
+    agent?: { status: number; body: unknown };
+    export?: { status: number; body: unknown };
+  } = {};
   /** How long taking a snapshot takes. */
   snapshotMs = 0;
   readonly vms = new Map<string, AgentVm>();
@@ -226,9 +235,40 @@ export class FakeAgent {
         kind: snap.live && this.supportsLive ? 'live' : 'disk',
         size_bytes: 4096,
         digest: createHash('sha256').update(snap.snapshot_id).digest('hex'),
+        ...(snap.live && this.supportsLive
+          ? { state_digest: createHash('sha256').update(`state-${snap.snapshot_id}`).digest('hex') }
+          : {}),
+        arch: 'amd64',
+        accelerator: this.info.accelerator,
+        created_at: new Date().toISOString(),
+      });
+    }
+    if (parts[1] === 'snapshots' && parts[3] === 'fetch' && req.method === 'POST') {
+      const id = decodeURIComponent(parts[2]!);
+      const fetchBody = JSON.parse(body) as { digest: string; source: Record<string, string> };
+      this.fetches.push({ id, body: fetchBody });
+      const kind = 'export_ref' in fetchBody.source ? 'export' : 'agent';
+      const failure = this.fetchFailures[kind];
+      if (failure) return send(failure.status, failure.body);
+      this.snapshots.add(id);
+      return send(200, {
+        snapshot_id: id,
+        vm_id: 'env_x',
+        kind: 'disk',
+        size_bytes: 4096,
+        digest: fetchBody.digest,
         arch: 'amd64',
         created_at: new Date().toISOString(),
       });
+    }
+    if (parts[1] === 'snapshots' && parts[3] === 'export' && req.method === 'POST') {
+      const id = decodeURIComponent(parts[2]!);
+      if (!this.snapshots.has(id))
+        return send(404, { error: { code: 'not_found', message: 'no such snapshot' } });
+      if (this.exportFailure)
+        return send(503, { error: { code: 'unavailable', message: this.exportFailure } });
+      const { destination } = JSON.parse(body) as { destination: string };
+      return send(200, { export_ref: `${destination}/${id}`, files: [], duration_ms: 1 });
     }
     if (parts[1] === 'snapshots' && parts.length === 3 && req.method === 'DELETE') {
       const id = decodeURIComponent(parts[2]!);

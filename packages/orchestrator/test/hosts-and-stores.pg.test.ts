@@ -198,7 +198,7 @@ describeStores('orchd on the %s store', (store) => {
       expect((await orchd.request('POST', '/v1/hosts/h-life?action=uncordon', as)).body).toMatchObject({
         state: 'active',
       });
-      const bad = await orchd.request('POST', '/v1/hosts/h-life?action=drain', as);
+      const bad = await orchd.request('POST', '/v1/hosts/h-life?action=explode', as);
       expect(bad.status).toBe(400);
       expect((await orchd.request('DELETE', '/v1/hosts/h-life', as)).status).toBe(204);
       for (const [method, path] of [

@@ -65,6 +65,8 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/snapshots/{snapshotId}',
       'DELETE /v1/snapshots/{snapshotId}',
       'POST /v1/snapshots/{snapshotId}/restore',
+      'POST /v1/snapshots/{snapshotId}/exports',
+      'GET /v1/moves',
       'POST /v1/builds',
       'GET /v1/builds',
       'GET /v1/builds/{id}',

@@ -94,6 +94,14 @@ export class OrchdProcess {
     return { status: res.status, body, headers: res.headers };
   }
 
+  /** Sends `signal` (SIGKILL: an orchd that dies mid-work) and waits for the exit. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
+    this.proc.kill(signal);
+    await exited;
+  }
+
   /** SIGTERM and wait for a clean exit. */
   async stop(): Promise<number | null> {
     if (this.proc.exitCode !== null) return this.proc.exitCode;

@@ -14,6 +14,9 @@ import {
   issuesDetails,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
+  SnapshotExportRequest,
+  SnapshotFetchRequest,
+  TRANSFER_ROUTES,
 } from '@orch/protocol';
 import { metricsAnswer, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
@@ -23,6 +26,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { AgentError } from '../errors.js';
 import type { AgentMetrics } from '../metrics.js';
+import type { ArtifactTransfer } from '../transfer/artifact-transfer.js';
 import type { VmManager } from '../vm/vm-manager.js';
 import type { BearerAuth } from './auth.js';
 
@@ -32,6 +36,8 @@ export const MAX_BODY_BYTES = 16 * 2 ** 20;
 export interface AppDeps {
   readonly auth: BearerAuth;
   readonly vms: VmManager;
+  /** Exports and fetches of snapshot artifacts (transfer/). */
+  readonly transfer: ArtifactTransfer;
   readonly info: () => Promise<AgentInfo>;
   readonly logger: Logger;
   /** Prometheus metrics; `GET /metrics` and the HTTP series (absent in unit tests). */
@@ -116,6 +122,20 @@ export function buildApp(deps: AppDeps): Hono {
     return new Response(Readable.toWeb(createReadStream(path)) as ReadableStream, {
       headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
     });
+  });
+  app.get(route(TRANSFER_ROUTES.snapshotFile), async (c) => {
+    const { path, size } = await deps.transfer.file(pathId(c, 'snapshot_id'), c.req.param('name') ?? '');
+    return new Response(Readable.toWeb(createReadStream(path)) as ReadableStream, {
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
+    });
+  });
+  app.post(route(TRANSFER_ROUTES.snapshotExport), async (c) => {
+    const id = pathId(c, 'snapshot_id');
+    return c.json(await deps.transfer.exportTo(id, (await body(c, SnapshotExportRequest)).destination));
+  });
+  app.post(route(TRANSFER_ROUTES.snapshotFetch), async (c) => {
+    const id = pathId(c, 'snapshot_id');
+    return c.json(await deps.transfer.fetch(id, await body(c, SnapshotFetchRequest)));
   });
   app.get(route(AGENT_ROUTES.console), (c) => {
     vms.get(pathId(c, 'id'));

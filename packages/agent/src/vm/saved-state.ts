@@ -84,17 +84,11 @@ export async function saveState(
   return (await stat(file)).size;
 }
 
-/**
- * Streams the encrypted `file` decrypted into the `-incoming unix:socketPath` of a starting QEMU.
- * Resolves when all of it was sent and its authentication tag checked; rejects (SavedStateError)
- * when the tag does not match (another token, or a damaged file): the caller must not `cont` then.
- */
-export async function loadState(
+/** Opens the encrypted `file`: its decipher (tag set) and the byte range of the ciphertext. */
+async function openState(
   secret: string,
   file: string,
-  socketPath: string,
-  deadline: number,
-): Promise<void> {
+): Promise<{ decipher: ReturnType<typeof createDecipheriv>; start: number; end: number }> {
   const f = await open(file, 'r');
   let header: Buffer;
   let tag: Buffer;
@@ -115,11 +109,44 @@ export async function loadState(
   const iv = header.subarray(MAGIC.length + SALT);
   const decipher = createDecipheriv('aes-256-gcm', key(secret, salt), iv);
   decipher.setAuthTag(tag);
+  return { decipher, start: HEADER, end: size - TAG - 1 };
+}
+
+/**
+ * Streams the encrypted `file` decrypted into the `-incoming unix:socketPath` of a starting QEMU.
+ * Resolves when all of it was sent and its authentication tag checked; rejects (SavedStateError)
+ * when the tag does not match (another token, or a damaged file): the caller must not `cont` then.
+ */
+export async function loadState(
+  secret: string,
+  file: string,
+  socketPath: string,
+  deadline: number,
+): Promise<void> {
+  const { decipher, start, end } = await openState(secret, file);
   const socket = await connectUnix(socketPath, deadline);
   try {
-    await pipeline(createReadStream(file, { start: HEADER, end: size - TAG - 1 }), decipher, socket);
+    await pipeline(createReadStream(file, { start, end }), decipher, socket);
   } catch (err) {
     socket.destroy();
+    if ((err as Error).message.includes('authenticate'))
+      throw new SavedStateError(
+        'the saved VM state cannot be decrypted (the agent token changed, or the file is damaged)',
+      );
+    throw err;
+  }
+}
+
+/**
+ * Decrypts the saved state `file` into the plain migration stream `out` (a live snapshot of a
+ * paused VM, to move it to another host). `out` is removed when the tag does not match.
+ */
+export async function decryptState(secret: string, file: string, out: string): Promise<void> {
+  const { decipher, start, end } = await openState(secret, file);
+  try {
+    await pipeline(createReadStream(file, { start, end }), decipher, createWriteStream(out, { mode: 0o600 }));
+  } catch (err) {
+    await rm(out, { force: true });
     if ((err as Error).message.includes('authenticate'))
       throw new SavedStateError(
         'the saved VM state cannot be decrypted (the agent token changed, or the file is damaged)',

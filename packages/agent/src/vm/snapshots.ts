@@ -18,11 +18,15 @@ export interface SnapshotMeta extends SnapshotArtifact {
   readonly append: string;
   readonly kernel: string;
   readonly accelerator: Accelerator;
+  /** `qemu-system-x86_64 --version`'s first line where the snapshot was taken (a live one resumes only under the same). */
+  readonly qemu_version?: string;
 }
 
 export interface SnapshotsDeps {
   readonly layout: Layout;
   readonly kernel: () => Promise<KernelMeta | undefined>;
+  /** The QEMU version line of this host (recorded in live snapshots). */
+  readonly qemuVersion: () => Promise<string>;
   readonly logger: Logger;
 }
 
@@ -101,24 +105,76 @@ export class Snapshots {
       await qmp.execute('cont').catch(() => undefined);
     }
     const files = ['disk.qcow2', ...(kind === 'live' ? ['state.bin'] : [])];
+    const meta = await this.writeMeta(vm, req.snapshot_id, kind, files);
+    logger.info(
+      { vm: vm.record.id, snapshot: req.snapshot_id, kind, size: meta.size_bytes },
+      'snapshot taken',
+    );
+    return artifactOf(meta);
+  }
+
+  /**
+   * A live snapshot of a **paused** VM (to move it to another host): its saved state decrypted
+   * (`decrypt`, saved-state.ts) into `state.bin`, and a flattened copy of its disk. The VM stays
+   * paused; a resume in place still works afterwards.
+   */
+  async fromSaved(
+    vm: Vm,
+    snapshotId: string,
+    decrypt: (out: string) => Promise<void>,
+  ): Promise<SnapshotArtifact> {
+    const dir = this.deps.layout.snapshotDir(snapshotId);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    try {
+      await decrypt(join(dir, 'state.bin'));
+      await run([
+        'qemu-img',
+        'convert',
+        '-U',
+        '-O',
+        'qcow2',
+        join(vm.dir, 'disk.qcow2'),
+        join(dir, 'disk.qcow2'),
+      ]);
+      await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      if (isDiskFull(err))
+        throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
+      throw err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
+    }
+    const meta = await this.writeMeta(vm, snapshotId, 'live', ['disk.qcow2', 'state.bin']);
+    this.deps.logger.info({ vm: vm.record.id, snapshot: snapshotId }, 'live snapshot of a paused VM taken');
+    return artifactOf(meta);
+  }
+
+  private async writeMeta(
+    vm: Vm,
+    snapshotId: string,
+    kind: 'disk' | 'live',
+    files: string[],
+  ): Promise<SnapshotMeta> {
+    const dir = this.deps.layout.snapshotDir(snapshotId);
     let size = 0;
     for (const f of files) size += (await stat(join(dir, f))).size;
     const meta: SnapshotMeta = {
-      snapshot_id: req.snapshot_id,
+      snapshot_id: snapshotId,
       vm_id: vm.record.id,
       kind,
       size_bytes: size,
       digest: await sha256File(join(dir, 'disk.qcow2')),
+      ...(kind === 'live' ? { state_digest: await sha256File(join(dir, 'state.bin')) } : {}),
       arch: 'amd64',
       created_at: new Date().toISOString(),
       spec: vm.record.spec,
       append: vm.record.append,
-      kernel: (await this.deps.kernel())!.kernel,
+      kernel: vm.record.kernel ?? (await this.deps.kernel())!.kernel,
       accelerator: vm.record.accelerator as Accelerator,
+      qemu_version: await this.deps.qemuVersion(),
     };
     await writeFile(join(dir, 'snapshot.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    logger.info({ vm: vm.record.id, snapshot: req.snapshot_id, kind, size }, 'snapshot taken');
-    return artifact(meta);
+    return meta;
   }
 
   /** `snapshot.json` of snapshot `id`; `not_found` when there is none. */
@@ -145,13 +201,16 @@ export class Snapshots {
   }
 }
 
-function artifact(m: SnapshotMeta): SnapshotArtifact {
+/** The wire view of a snapshot's metadata. */
+export function artifactOf(m: SnapshotMeta): SnapshotArtifact {
   return {
     snapshot_id: m.snapshot_id,
     vm_id: m.vm_id,
     kind: m.kind,
     size_bytes: m.size_bytes,
     digest: m.digest,
+    ...(m.state_digest ? { state_digest: m.state_digest } : {}),
+    accelerator: m.accelerator,
     arch: m.arch,
     created_at: m.created_at,
   };

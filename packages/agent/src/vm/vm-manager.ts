@@ -1,6 +1,7 @@
+import { existsSync } from 'node:fs';
 import { type FileHandle, mkdir, open, rm, stat, statfs } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import {
   type AgentVm,
   type CreateSnapshotRequest,
@@ -27,8 +28,9 @@ import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
+import { decryptState } from './saved-state.js';
 import { initialStatuses, parseServiceStatus, prepareServices, serviceLogScript } from './services.js';
-import { Snapshots } from './snapshots.js';
+import { type SnapshotMeta, Snapshots } from './snapshots.js';
 import { shellQuote as q, Vm } from './vm.js';
 import { type BootSource, bootVm } from './vm-boot.js';
 import { VmRuntime } from './vm-runtime.js';
@@ -43,6 +45,8 @@ export interface VmManagerDeps {
   readonly qemu: string;
   readonly qemuFound: () => Promise<boolean>;
   readonly kernel: () => Promise<KernelMeta | undefined>;
+  /** The first line of `qemu --version` (live snapshots resume only under the same). */
+  readonly qemuVersion: () => Promise<string>;
   readonly accelerator: Accelerator;
   readonly tscKhz: number | undefined;
   readonly bindAddress: string;
@@ -62,7 +66,8 @@ export interface VmManagerDeps {
  */
 export class VmManager {
   private readonly vms = new Map<string, Vm>();
-  private readonly snapshots: Snapshots;
+  /** The snapshots of this host (also read by the artifact transfer, transfer/). */
+  readonly snapshots: Snapshots;
 
   private readonly rt: VmRuntime;
 
@@ -161,11 +166,7 @@ export class VmManager {
       req.secrets,
     );
     const live = !!req.restore_snapshot_id && snapshot?.kind === 'live';
-    if (live && snapshot!.accelerator !== this.deps.accelerator) {
-      throw AgentError.invalid(
-        `snapshot ${snapshot!.snapshot_id} was taken under ${snapshot!.accelerator}; this host runs ${this.deps.accelerator}`,
-      );
-    }
+    const liveKernel = live ? await this.portableHere(snapshot!, kernel) : undefined;
     await this.requireFreeSpace(MIN_FREE_BYTES);
     // A live restore resumes the guest as it was: same CPUs and RAM as when it was taken.
     const spec = live ? { ...req.spec, cpus: snapshot!.spec.cpus, ram_mb: snapshot!.spec.ram_mb } : req.spec;
@@ -198,7 +199,7 @@ export class VmManager {
       dir,
     );
     vm.portsHeld = true;
-    const kernelFile = live ? snapshot!.kernel : kernel.kernel;
+    const kernelFile = liveKernel ?? kernel.kernel;
     vm.record.kernel = kernelFile;
     this.vms.set(req.id, vm);
     await this.rt.save(vm);
@@ -218,6 +219,35 @@ export class VmManager {
         await this.rt.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
       });
     return vm.view();
+  }
+
+  /**
+   * Whether a live snapshot can resume on this host (portability rules, agent README): the same
+   * accelerator (`400`), the same QEMU version and the same guest kernel (`409`); a guest never
+   * resumes on a machine model or device set it was not saved from. Returns the kernel file to boot.
+   */
+  private async portableHere(snapshot: SnapshotMeta, kernel: KernelMeta): Promise<string> {
+    const id = snapshot.snapshot_id;
+    if (snapshot.accelerator !== this.deps.accelerator) {
+      throw AgentError.invalid(
+        `snapshot ${id} was taken under ${snapshot.accelerator}; this host runs ${this.deps.accelerator}`,
+        { reason: 'not_portable' },
+      );
+    }
+    const qemu = await this.deps.qemuVersion();
+    if (snapshot.qemu_version && snapshot.qemu_version !== qemu) {
+      throw AgentError.conflict(
+        `live snapshot ${id} was taken under ${snapshot.qemu_version}; this host has ${qemu}: its memory state cannot resume here (restore a disk snapshot instead)`,
+        { reason: 'not_portable' },
+      );
+    }
+    if (existsSync(snapshot.kernel)) return snapshot.kernel;
+    // Fetched from another host: the same kernel build under this host's data dir.
+    if (basename(snapshot.kernel) === basename(kernel.kernel)) return kernel.kernel;
+    throw AgentError.conflict(
+      `live snapshot ${id} runs guest kernel ${basename(snapshot.kernel)}; this host has ${basename(kernel.kernel)}`,
+      { reason: 'not_portable' },
+    );
   }
 
   /** Boots (vm-boot.ts), then `creating` -> `running` and the max runtime timer. */
@@ -443,12 +473,24 @@ export class VmManager {
 
   /** `POST /v1/vms/{id}/snapshots`: see {@link Snapshots.take}; serialized with the VM's other work. */
   async snapshot(id: string, req: CreateSnapshotRequest): Promise<SnapshotArtifact> {
-    const vm = this.running(id);
+    const paused = this.vm(id);
     if (this.snapshots.exists(req.snapshot_id)) {
       throw AgentError.conflict(`snapshot ${JSON.stringify(req.snapshot_id)} already exists`, {
         snapshot_id: req.snapshot_id,
       });
     }
+    if (paused.record.state === 'paused' && req.live) {
+      // A paused VM's memory is its saved state: a live snapshot of it (to move it elsewhere).
+      const file = join(paused.dir, 'state.enc');
+      const task = paused.busy.then(() =>
+        this.snapshots.fromSaved(paused, req.snapshot_id, (out) =>
+          decryptState(this.deps.stateSecret, file, out),
+        ),
+      );
+      paused.busy = task.catch(() => undefined);
+      return task;
+    }
+    const vm = this.running(id);
     const diskBytes = (await stat(join(vm.dir, 'disk.qcow2'))).blocks * 512;
     await this.requireFreeSpace(
       MIN_FREE_BYTES + diskBytes + (req.live ? vm.record.spec.ram_mb * 2 ** 20 : 0),

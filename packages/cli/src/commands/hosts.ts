@@ -1,4 +1,4 @@
-import { checkAgentUrl, type Host } from '@orch/protocol';
+import { checkAgentUrl, type EnvironmentMove, type Host, type HostDrain } from '@orch/protocol';
 import { UsageError } from '../errors.js';
 import { table } from '../table.js';
 import { client } from './client.js';
@@ -89,4 +89,49 @@ export async function setHostState(
 export async function removeHost(id: string, output: OutputMode): Promise<string> {
   await (await client()).call('DELETE', path(id));
   return output === 'json' ? `${JSON.stringify({ removed: id })}\n` : `removed ${id}\n`;
+}
+
+/**
+ * `orch host drain <id>`: cordons the host and moves its running environments to other hosts by
+ * live snapshot; follows the moves until each is done or rolled back (unless --detach) and prints
+ * each one's downtime, then what could not move and why.
+ */
+export async function drainHost(id: string, opts: { detach?: boolean }, output: OutputMode): Promise<string> {
+  const api = await client();
+  const drain = await api.call<HostDrain>('POST', `${path(id)}?action=drain`);
+  const ids = new Set(drain.moves.map((m) => m.id));
+  let moves = drain.moves;
+  while (!opts.detach && moves.some((m) => m.state !== 'done' && m.state !== 'rolled_back')) {
+    await new Promise((r) => setTimeout(r, 500));
+    const all = await api.call<{ moves: EnvironmentMove[] }>(
+      'GET',
+      `/v1/moves?host_id=${encodeURIComponent(id)}`,
+    );
+    moves = all.moves.filter((m) => ids.has(m.id));
+  }
+  if (output === 'json') return `${JSON.stringify({ ...drain, moves }, null, 2)}\n`;
+  const out = [`host ${id} cordoned`];
+  if (moves.length > 0)
+    out.push(
+      table(
+        ['ENV', 'FROM', 'TO', 'STATE', 'DOWNTIME', 'REASON'],
+        moves.map((m) => [
+          m.environment_id,
+          m.from_host_id,
+          m.to_host_id,
+          m.state,
+          m.downtime_ms === null ? '-' : `${m.downtime_ms} ms`,
+          m.reason ?? '',
+        ]),
+      ).trimEnd(),
+    );
+  else out.push('no running environment to move');
+  if (drain.unmovable.length > 0)
+    out.push(
+      `not moved:\n${table(
+        ['ENV', 'STATE', 'WHY'],
+        drain.unmovable.map((u) => [u.environment_id, u.state, u.reason]),
+      ).trimEnd()}`,
+    );
+  return `${out.join('\n')}\n`;
 }

@@ -1,5 +1,5 @@
-import type { Environment, Snapshot } from '@orch/protocol';
-import { UsageError } from '../errors.js';
+import { type Environment, parseDestination, type Snapshot } from '@orch/protocol';
+import { CliError, UsageError } from '../errors.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import { follow } from './environments.js';
@@ -24,8 +24,40 @@ function show(s: Snapshot, output: OutputMode): string {
           s.created_at,
         ],
       ],
-    ) + (s.last_error ? `last error: ${s.last_error}\n` : '')
+    ) +
+    (s.last_error ? `last error: ${s.last_error}\n` : '') +
+    (s.exports?.length
+      ? `exports:\n${table(
+          ['DESTINATION', 'STATUS', 'UPDATED', 'ERROR'],
+          s.exports.map((e) => [e.destination, e.status ?? '-', e.updated_at ?? '-', e.last_error ?? '']),
+        )}`
+      : '') +
+    (s.export_ref ? `export ref: ${s.export_ref}\n` : '')
   );
+}
+
+/**
+ * `orch snapshot export <id> <destination>`: asks orchd to export the snapshot (file:///dir or
+ * s3://bucket/prefix), then follows the export until it is `ready` or `error` (unless --detach).
+ */
+export async function exportSnapshot(
+  id: string,
+  destination: string,
+  opts: { detach?: boolean },
+  output: OutputMode,
+): Promise<string> {
+  const checked = parseDestination(destination);
+  if (!checked.ok) throw new UsageError(checked.reason);
+  const api = await client();
+  let s = await api.call<Snapshot>('POST', `${snapPath(id)}/exports`, { destination: checked.value.url });
+  const mine = (x: Snapshot) => x.exports?.filter((e) => e.destination === checked.value.url).at(-1);
+  while (!opts.detach && mine(s)?.status === 'pending') {
+    await new Promise((r) => setTimeout(r, 500));
+    s = await api.call<Snapshot>('GET', snapPath(id));
+  }
+  const e = mine(s);
+  if (e?.status === 'error') throw new CliError(`export to ${e.destination} failed: ${e.last_error ?? ''}`);
+  return show(s, output);
 }
 
 /** `orch snapshot create <env> [--live] ...` */

@@ -13,7 +13,7 @@ interface RegisterFlags {
   label?: string[];
 }
 
-/** Declares `orch host register|list|get|images|cordon|uncordon|rm`. */
+/** Declares `orch host register|list|get|images|cordon|uncordon|drain|rm`. */
 export function addHost(program: Command): void {
   const host = program.command('host').description('Register, inspect, cordon and remove host agents');
   host
@@ -60,6 +60,18 @@ export function addHost(program: Command): void {
         ),
       );
   }
+  host
+    .command('drain')
+    .description(
+      'Cordon a host and move its running environments to other hosts (live snapshot, transfer, resume)',
+    )
+    .argument('<id>', 'host id')
+    .option('--detach', 'do not wait for the moves to finish')
+    .action(
+      printing(async (id: string, opts: { detach?: boolean }, mode: OutputMode) =>
+        (await hosts()).drainHost(id, opts, mode),
+      ),
+    );
   host
     .command('rm')
     .description('Remove a host')

@@ -5,7 +5,7 @@ import { printing } from './output.js';
 
 const snapshots = () => import('../commands/snapshots.js');
 
-/** Declares `orch snapshot create|get|list|rm|restore`. */
+/** Declares `orch snapshot create|get|list|rm|export|restore`. */
 export function addSnapshot(program: Command): void {
   const snapshot = program.command('snapshot').description('Take, inspect, restore and delete snapshots');
   snapshot
@@ -50,6 +50,20 @@ export function addSnapshot(program: Command): void {
     .action(
       printing(async (id: string, _opts: unknown, mode: OutputMode) =>
         (await snapshots()).removeSnapshot(id, mode),
+      ),
+    );
+  snapshot
+    .command('export')
+    .description('Export a snapshot to file:///dir or s3://bucket/prefix, verified by its digest')
+    .argument('<snapshot>', 'snapshot id')
+    .argument(
+      '<destination>',
+      "file:///absolute/dir or s3://bucket/prefix (S3 endpoint and keys: the agent's configuration)",
+    )
+    .option('--detach', 'do not wait for the export to be ready')
+    .action(
+      printing(async (id: string, destination: string, opts: { detach?: boolean }, mode: OutputMode) =>
+        (await snapshots()).exportSnapshot(id, destination, opts, mode),
       ),
     );
   snapshot

@@ -13,6 +13,16 @@ export class Agents {
     private readonly metrics?: OrchdMetrics,
   ) {}
 
+  /**
+   * A host's agent URL and token, for another agent to fetch an artifact from it (the token goes to
+   * that agent only, in the body of one fetch request over the agent protocol; never to a client).
+   */
+  async credentials(hostId: string): Promise<{ url: string; token: string }> {
+    const h = await this.hostsRepo.get(hostId);
+    if (!h) throw OrchError.unavailable(`host ${hostId} is no longer registered`);
+    return { url: h.host.agent_url, token: this.hosts.tokenFor(h) };
+  }
+
   async forHost(hostId: string): Promise<AgentClient> {
     const h = await this.hostsRepo.get(hostId);
     if (!h) throw OrchError.unavailable(`host ${hostId} is no longer registered`);

@@ -7,6 +7,7 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   ExecResult,
+  type Host,
   manifestServices,
   OrchError,
   SECRET_NAME,
@@ -20,11 +21,17 @@ import type { TokenBox } from '../crypto/token-box.js';
 import { AgentCallError, MAX_ANSWER_BYTES } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { OrchdMetrics } from '../metrics.js';
-import { type EnvironmentRow, type EnvironmentsRepo, toEnvironment } from '../store/environments-repo.js';
+import {
+  type EnvironmentRow,
+  type EnvironmentsRepo,
+  type HostUsage,
+  toEnvironment,
+} from '../store/environments-repo.js';
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
-import { place } from './scheduler.js';
+import { type Placement, place } from './scheduler.js';
+import type { TravelService } from './travel-service.js';
 
 /** Largest exec answer: two streams of EXEC_OUTPUT_LIMIT bytes, base64, plus the envelope. */
 const EXEC_ANSWER_BYTES = Math.ceil((2 * EXEC_OUTPUT_LIMIT * 4) / 3) + MAX_ANSWER_BYTES;
@@ -87,11 +94,15 @@ export class EnvironmentService {
     const id = randomId('env_', 12).replace(/[^A-Za-z0-9_-]/g, '');
     const row = await this.repo.withPlacementLock(async (trx) => {
       const hosts = await this.hosts.list();
-      const placement = place(hosts, await this.repo.usage(trx), {
+      const usage = await this.repo.usage(trx);
+      let placement = place(hosts, usage, {
         spec: req.spec,
         services,
         ...(snapshot ? { onHost: snapshot.host_id } : {}),
       });
+      // The snapshot's host is cordoned, unhealthy, full or gone: another host fetches the artifact.
+      if (!placement.ok && snapshot && this.travel)
+        placement = this.elsewhere(hosts, usage, req, snapshot, placement);
       this.metrics?.placements.inc({ outcome: placement.ok ? 'placed' : placement.reason });
       if (!placement.ok) throw new OrchError(placement.code, placement.message);
       return this.repo.insert(
@@ -120,6 +131,7 @@ export class EnvironmentService {
     });
     this.logger.info({ env: row.id, host: row.host_id, task: row.task_id }, 'environment placed');
     try {
+      if (snapshot && row.host_id !== snapshot.host_id) await this.travel!.ensureOn(snapshot, row.host_id);
       const agent = await this.agents.forHost(row.host_id);
       const vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
       await this.record(row.id, vm, agent.baseUrl);
@@ -134,6 +146,42 @@ export class EnvironmentService {
     });
     this.watch(row.id);
     return toEnvironment((await this.repo.get(row.id))!);
+  }
+
+  /** Cross-host restores and seeds (set by the server). */
+  travel: TravelService | undefined;
+
+  /**
+   * Placement of a restore or seed away from the snapshot's host: any other host the artifact is
+   * portable to ({@link TravelService.portableTo}). None portable: `409 conflict` saying why each
+   * is not (a live snapshot never resumes where it would crash); portable ones all busy: the
+   * scheduler's answer.
+   */
+  private elsewhere(
+    hosts: Host[],
+    usage: Map<string, HostUsage>,
+    req: CreateEnvironmentRequest,
+    snapshot: SnapshotRow,
+    first: Placement & { ok: false },
+  ): Placement {
+    const others = hosts.filter((h) => h.id !== snapshot.host_id && h.kind === 'microvm');
+    const why = others.map((h) => this.travel!.portableTo(snapshot, h)).filter((w) => w !== undefined);
+    const portable = others.filter((h) => this.travel!.portableTo(snapshot, h) === undefined);
+    if (others.length > 0 && portable.length === 0) {
+      throw new OrchError(
+        'conflict',
+        `snapshot ${snapshot.id} cannot start on another host: ${why.join('; ')} (its own host: ${first.message})`,
+        { reason: 'not_portable' },
+      );
+    }
+    const next = place(portable, usage, { spec: req.spec });
+    if (next.ok) return next;
+    return { ...next, message: `${first.message}; elsewhere: ${next.message}` };
+  }
+
+  /** Ids of every registered host. */
+  async hostIds(): Promise<string[]> {
+    return (await this.hosts.list()).map((h) => h.id);
   }
 
   /** The agent's create request for an environment row. */

@@ -4,6 +4,8 @@ import type { OrchdMetrics } from '../metrics.js';
 import { ACTIVE_STATES, type EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
+import type { ExportService } from './export-service.js';
+import type { MoveService } from './move-service.js';
 import type { PauseService } from './pause-service.js';
 
 /** A pause or resume that has not settled after this long was interrupted (an orchd restart). */
@@ -45,6 +47,8 @@ export class Reconciler implements Service {
     private readonly createTimeoutMs: number,
     private readonly logger: Logger,
     private readonly metrics?: OrchdMetrics,
+    /** Moves (drain) and exports the reconciler takes over when their orchd stopped. */
+    private readonly travel?: { readonly moves: MoveService; readonly exports: ExportService },
   ) {
     this.name = 'reconcile';
     this.periodic = new Periodic({
@@ -70,7 +74,9 @@ export class Reconciler implements Service {
 
   /** One round over every host. */
   async once(now = new Date()): Promise<void> {
-    const active = await this.repo.listActive();
+    // Environments being moved belong to their move (which may leave a VM on two hosts a moment).
+    const moving = (await this.travel?.moves.openEnvironmentIds()) ?? new Set<string>();
+    const active = (await this.repo.listActive()).filter((e) => !moving.has(e.id));
     const hosts = await this.hostsRepo.list();
     await Promise.all(
       hosts.map(async ({ host }) => {
@@ -112,6 +118,9 @@ export class Reconciler implements Service {
             ) {
               await this.pauses.settle(env.id);
             } else if (!vm) {
+              // Re-read: a move may have switched it to another host since the list was read.
+              const fresh = await this.repo.get(env.id);
+              if (fresh?.host_id !== host.id || moving.has(env.id)) continue;
               if (env.state === 'running' || now.getTime() - env.created_at.getTime() > 30_000) {
                 await this.repo.transition(env.id, [env.state as EnvironmentState], 'error', {
                   last_error: 'the VM is gone from its host',
@@ -143,10 +152,12 @@ export class Reconciler implements Service {
           }
         }
         for (const vm of vms) {
-          if (activeIds.has(vm.id) || vm.state === 'stopped') continue;
+          if (activeIds.has(vm.id) || moving.has(vm.id) || vm.state === 'stopped') continue;
           // Re-read: the environment may have been created after this round listed the active ones.
           const row = await this.repo.get(vm.id);
-          if (row && ACTIVE_STATES.includes(row.state as EnvironmentState)) continue;
+          // A VM whose environment is active on another host was left behind by a move.
+          if (row && ACTIVE_STATES.includes(row.state as EnvironmentState) && row.host_id === host.id)
+            continue;
           this.fixed('orphan_deleted');
           this.logger.warn({ host: host.id, vm: vm.id }, 'deleting an orphaned VM');
           const agent = await this.envs.agents.forHost(host.id);
@@ -154,6 +165,11 @@ export class Reconciler implements Service {
         }
       }),
     );
+    if (this.travel) {
+      const taken = await this.travel.moves.takeOverStale();
+      if (taken > 0) this.fixed('move_taken_over');
+      await this.travel.exports.retryStale(now);
+    }
     const collected = await this.snapshots.collectGarbage(now);
     if (collected > 0) this.metrics?.reconcilerFixes.inc({ action: 'snapshot_expired' }, collected);
   }

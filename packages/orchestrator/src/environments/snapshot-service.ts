@@ -13,6 +13,7 @@ import { AgentCallError } from '../hosts/agent-client.js';
 import type { OrchdMetrics } from '../metrics.js';
 import { type SnapshotRow, type SnapshotsRepo, toSnapshot } from '../store/snapshots-repo.js';
 import type { EnvironmentService } from './environment-service.js';
+import type { ExportService } from './export-service.js';
 
 /**
  * Snapshots of environments. The artifact stays on the agent that took it; the record here says
@@ -26,6 +27,9 @@ export class SnapshotService {
     private readonly logger: Logger,
     private readonly metrics?: OrchdMetrics,
   ) {}
+
+  /** Runs the exports requested at create (set by the server once both exist). */
+  exports: ExportService | undefined;
 
   /** Takes a snapshot of a running environment; `mode` and `export_status` are stored verbatim. */
   async create(envId: string, body: CreateSnapshotBody): Promise<Snapshot> {
@@ -72,6 +76,8 @@ export class SnapshotService {
         digest: artifact.digest,
         arch: artifact.arch,
         size_bytes: artifact.size_bytes,
+        state_digest: artifact.state_digest ?? null,
+        accelerator: artifact.accelerator ?? null,
       });
       this.measured('create', artifact.kind, 'ok', started);
       this.logger.info(
@@ -84,7 +90,11 @@ export class SnapshotService {
       await this.repo.transition(id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ snapshot: id, err: apiError.message }, 'snapshot failed');
     }
-    return this.get(id);
+    // The answer shows the export as requested (a caller's status verbatim); the exporter's
+    // outcome follows on later reads.
+    const answer = await this.get(id);
+    if (body.export_destination) await this.exports?.afterCreate(id);
+    return answer;
   }
 
   /** `GET /v1/snapshots/{id}`: unknown ids and store failures are both 404 `not_found` (never 500). */
@@ -121,15 +131,25 @@ export class SnapshotService {
         state: row.state,
       });
     }
+    const hostIds = await this.envs.hostIds();
     try {
-      const agent = await this.envs.agents.forHost(row.host_id);
-      await agent.json('DELETE', AGENT_VM_PATHS.snapshot(id));
+      // A host that was removed took its artifact with it: nothing to delete there.
+      if (hostIds.includes(row.host_id))
+        await (await this.envs.agents.forHost(row.host_id)).json('DELETE', AGENT_VM_PATHS.snapshot(id));
     } catch (err) {
       if (!(err instanceof AgentCallError && err.kind === 'not_found')) {
         const apiError = toOrchError(err);
         await this.repo.transition(id, ['deleting'], 'deleting', { last_error: apiError.message });
         throw apiError;
       }
+    }
+    // Copies fetched by other hosts for cross-host restores go too (best effort: a host that does
+    // not answer keeps its copy until it is removed).
+    for (const host of hostIds) {
+      if (host === row.host_id) continue;
+      await (await this.envs.agents.forHost(host))
+        .json('DELETE', AGENT_VM_PATHS.snapshot(id), undefined, undefined, { timeoutMs: 5000 })
+        .catch(() => undefined);
     }
     await this.repo.delete(id);
     this.logger.info({ snapshot: id }, 'snapshot deleted');

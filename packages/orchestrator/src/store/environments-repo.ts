@@ -6,7 +6,7 @@ import {
   type ServiceStatus,
 } from '@orch/protocol';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import type { Database, EnvironmentsTable, PortJson, VmSpecJson } from './schema.js';
+import type { Database, EnvironmentsTable, LastMoveJson, PortJson, VmSpecJson } from './schema.js';
 
 /** States with a VM on their host (reconciled; the host cannot be removed while one exists). */
 export const ACTIVE_STATES: readonly EnvironmentState[] = [
@@ -203,6 +203,35 @@ export class EnvironmentsRepo {
     return updated.numUpdatedRows > 0n;
   }
 
+  /**
+   * The last step of a move (a drain): the environment, `resuming` on `fromHost`, is `running` on
+   * `toHost` with the target VM's ports and expiry, and says where it came from. Returns whether it
+   * switched (false: it was not resuming on `fromHost` any more).
+   */
+  async switchHost(
+    id: string,
+    fromHost: string,
+    toHost: string,
+    fields: { ports: PortJson[]; expires_at: Date | null; last_move: LastMoveJson },
+  ): Promise<boolean> {
+    const r = await this.db
+      .updateTable('environments')
+      .set({
+        host_id: toHost,
+        state: 'running',
+        ports: JSON.stringify(fields.ports),
+        expires_at: fields.expires_at,
+        last_move: JSON.stringify(fields.last_move),
+        last_error: null,
+        updated_at: new Date(),
+      })
+      .where('id', '=', id)
+      .where('host_id', '=', fromHost)
+      .where('state', '=', 'resuming')
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+
   /** Whether a host still has environments holding capacity (it cannot be removed then). */
   async hostHasActive(hostId: string): Promise<boolean> {
     const row = await this.db
@@ -238,5 +267,6 @@ export function toEnvironment(row: EnvironmentRow): Environment {
     started_at: row.started_at?.toISOString() ?? null,
     expires_at: row.expires_at?.toISOString() ?? null,
     stopped_at: row.stopped_at?.toISOString() ?? null,
+    last_move: row.last_move ?? null,
   };
 }

@@ -234,6 +234,43 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute(db);
     },
   },
+  // Snapshots travel (issue 17): the memory-state checksum and the accelerator of a snapshot (a
+  // live one resumes only under the same), each export's reference, the moves of a host drain, and
+  // the last move on the environment. Exports and moves produce events like the other tables.
+  '0007_exports': {
+    async up(db: Kysely<unknown>) {
+      await sql`ALTER TABLE snapshots ADD COLUMN state_digest text, ADD COLUMN accelerator text`.execute(db);
+      await sql`ALTER TABLE snapshot_exports ADD COLUMN export_ref text`.execute(db);
+      await sql`ALTER TABLE environments ADD COLUMN last_move jsonb`.execute(db);
+      await sql`CREATE TABLE environment_moves (
+        id text PRIMARY KEY,
+        environment_id text NOT NULL,
+        from_host_id text NOT NULL,
+        to_host_id text NOT NULL,
+        state text NOT NULL,
+        artifact_id text NOT NULL,
+        digest text,
+        state_digest text,
+        reason text,
+        downtime_ms integer,
+        paused_at timestamptz,
+        lease_until timestamptz NOT NULL DEFAULT now(),
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      )`.execute(db);
+      await sql`CREATE INDEX environment_moves_env ON environment_moves (environment_id)`.execute(db);
+      await sql`CREATE UNIQUE INDEX environment_moves_one_open ON environment_moves (environment_id)
+        WHERE state NOT IN ('done', 'rolled_back')`.execute(db);
+      await sql`CREATE TRIGGER snapshot_exports_events AFTER INSERT OR UPDATE OR DELETE ON snapshot_exports
+        FOR EACH ROW EXECUTE FUNCTION orch_record_event('snapshot_export', 'id,snapshot_id,destination,status,last_error')`.execute(
+        db,
+      );
+      await sql`CREATE TRIGGER environment_moves_events AFTER INSERT OR UPDATE OR DELETE ON environment_moves
+        FOR EACH ROW EXECUTE FUNCTION orch_record_event('environment_move', 'id,environment_id,from_host_id,to_host_id,state,reason,downtime_ms')`.execute(
+        db,
+      );
+    },
+  },
   // Capacity history of each host (GET /v1/hosts/{id}/capacity): one row per health check that
   // reached the agent, at most one per host every few seconds however many orchds check it, kept a day.
   '0008_host_samples': {

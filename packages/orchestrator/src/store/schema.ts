@@ -78,6 +78,7 @@ export interface EnvironmentsTable {
   started_at: Timestamp | null;
   expires_at: Timestamp | null;
   stopped_at: Timestamp | null;
+  last_move: ColumnType<LastMoveJson | null, string | null | undefined, string | null>;
 }
 
 /** The resource spec as posted (`VmSpec` of the protocol). */
@@ -108,6 +109,10 @@ export interface SnapshotsTable {
   retention_until: Timestamp | null;
   last_error: string | null;
   export_ref: string | null;
+  /** sha256 of a live snapshot's memory state (0007). */
+  state_digest: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Accelerator of the host that took it: a live snapshot resumes only under the same (0007). */
+  accelerator: ColumnType<string | null, string | null | undefined, string | null>;
   /** Build layers only (migration 0006): written together with `ready`, never before. */
   layer_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: GeneratedTimestamp;
@@ -122,6 +127,37 @@ export interface SnapshotExportsTable {
   requested_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
   last_error: string | null;
+  /** Where the export was written (`<destination>/<snapshot id>`) once `ready` (0007). */
+  export_ref: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Moves of environments between hosts (a drain; 0007). States: `MOVE_STATES` of @orch/protocol. */
+export interface EnvironmentMovesTable {
+  id: string;
+  environment_id: string;
+  from_host_id: string;
+  to_host_id: string;
+  state: string;
+  /** The agents' id of the moving artifact (a live snapshot of the paused VM; never a Snapshot record). */
+  artifact_id: string;
+  /** The moving artifact's checksums, once the source wrote it. */
+  digest: string | null;
+  state_digest: string | null;
+  reason: string | null;
+  downtime_ms: number | null;
+  paused_at: Timestamp | null;
+  /** Until when the orchd driving it holds it; past it, any reconciler takes the move over. */
+  lease_until: GeneratedTimestamp;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+/** `environments.last_move` (0007). */
+export interface LastMoveJson {
+  from_host_id: string;
+  to_host_id: string;
+  downtime_ms: number;
+  at: string;
 }
 
 /** Events of GET /v1/events, written by triggers (migration 0004). */
@@ -162,6 +198,7 @@ export interface Database {
   environments: EnvironmentsTable;
   snapshots: SnapshotsTable;
   snapshot_exports: SnapshotExportsTable;
+  environment_moves: EnvironmentMovesTable;
   hosts: HostsTable;
   host_samples: HostSamplesTable;
   api_keys: ApiKeysTable;

@@ -81,7 +81,12 @@ export class SnapshotsRepo {
     id: string,
     from: readonly SnapshotState[],
     to: SnapshotState,
-    fields: Partial<Pick<SnapshotRow, 'kind' | 'arch' | 'digest' | 'last_error' | 'layer_key'>> & {
+    fields: Partial<
+      Pick<
+        SnapshotRow,
+        'kind' | 'arch' | 'digest' | 'last_error' | 'layer_key' | 'state_digest' | 'accelerator'
+      >
+    > & {
       size_bytes?: number;
     } = {},
   ): Promise<boolean> {
@@ -95,8 +100,85 @@ export class SnapshotsRepo {
     return r.numUpdatedRows > 0n;
   }
 
+  /**
+   * Deletes the record. Its export rows go with it; the exported objects themselves stay where
+   * they were written (retention decision: exports outlive the snapshot, see the README).
+   */
   async delete(id: string): Promise<void> {
-    await this.db.deleteFrom('snapshots').where('id', '=', id).execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('snapshot_exports').where('snapshot_id', '=', id).execute();
+      await trx.deleteFrom('snapshots').where('id', '=', id).execute();
+    });
+  }
+
+  /** Records a new export request; `status` as given (stored verbatim). Returns its id. */
+  async addExport(snapshotId: string, destination: string, status: string): Promise<number> {
+    const r = await this.db
+      .insertInto('snapshot_exports')
+      .values({ snapshot_id: snapshotId, destination, status, last_error: null })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return r.id;
+  }
+
+  async exportRows(snapshotId: string): Promise<Selectable<SnapshotExportsTable>[]> {
+    return (await this.exportsOf([snapshotId])).get(snapshotId) ?? [];
+  }
+
+  /**
+   * The exporter's word on an export: `ready` with its reference (and the snapshot's `export_ref`
+   * when it has none yet), or `error` with why. `touch` only renews `updated_at` (claimed).
+   */
+  async settleExport(
+    exportId: number,
+    outcome:
+      | { status: 'ready'; export_ref: string }
+      | { status: 'error'; last_error: string }
+      | { touch: true },
+  ): Promise<void> {
+    const now = new Date();
+    await this.db.transaction().execute(async (trx) => {
+      if ('touch' in outcome) {
+        await trx
+          .updateTable('snapshot_exports')
+          .set({ updated_at: now })
+          .where('id', '=', exportId)
+          .execute();
+        return;
+      }
+      const row = await trx
+        .updateTable('snapshot_exports')
+        .set({
+          status: outcome.status,
+          updated_at: now,
+          last_error: outcome.status === 'error' ? outcome.last_error : null,
+          export_ref: outcome.status === 'ready' ? outcome.export_ref : null,
+        })
+        .where('id', '=', exportId)
+        .returning('snapshot_id')
+        .executeTakeFirst();
+      if (row && outcome.status === 'ready')
+        await trx
+          .updateTable('snapshots')
+          .set({ export_ref: outcome.export_ref, updated_at: now })
+          .where('id', '=', row.snapshot_id)
+          .where('export_ref', 'is', null)
+          .execute();
+    });
+  }
+
+  /**
+   * Exports still `pending` whose last word is older than `before` (their orchd stopped while
+   * exporting): claimed by renewing `updated_at`, so one reconciler takes each.
+   */
+  async claimStaleExports(before: Date): Promise<Selectable<SnapshotExportsTable>[]> {
+    return this.db
+      .updateTable('snapshot_exports')
+      .set({ updated_at: new Date() })
+      .where('status', '=', 'pending')
+      .where('updated_at', '<', before)
+      .returningAll()
+      .execute();
   }
 
   /**

@@ -3,11 +3,13 @@ import {
   HostAction,
   HostCapacityHistory,
   HostCapacityQuery,
+  HostDrain,
   HostList,
   hostId,
   RegisterHostRequest,
 } from '@orch/protocol';
 import { z } from 'zod';
+import type { MoveService } from '../../environments/move-service.js';
 import type { HostService } from '../../hosts/host-service.js';
 import { type AnyRoute, route } from '../route.js';
 
@@ -15,7 +17,7 @@ import { type AnyRoute, route } from '../route.js';
 const IdParam = z.object({ id: hostId() });
 
 /** `/v1/hosts`: register (master), read (anyone authenticated), cordon/uncordon and delete (master). */
-export function hostRoutes(hosts: HostService): AnyRoute[] {
+export function hostRoutes(hosts: HostService, moves: MoveService): AnyRoute[] {
   return [
     route({
       method: 'POST',
@@ -69,13 +71,22 @@ export function hostRoutes(hosts: HostService): AnyRoute[] {
       path: '/v1/hosts/{id}',
       access: 'master',
       tag: 'hosts',
-      summary: 'Cordon (take no new environments) or uncordon a host: ?action=cordon|uncordon',
+      summary:
+        'Cordon (take no new environments), uncordon, or drain a host (cordon, then move its running environments to other hosts by live snapshot): ?action=cordon|uncordon|drain',
       params: IdParam,
       query: HostAction,
-      success: { status: 200, schema: Host, description: 'The host in its new state' },
+      success: {
+        status: 200,
+        schema: z.union([Host, HostDrain]),
+        description:
+          'cordon/uncordon: the host in its new state; drain: the host, the moves started and what cannot move',
+      },
       handler: async ({ params, query }) => ({
         status: 200,
-        body: await hosts.setState(params.id, query.action === 'cordon' ? 'cordoned' : 'active'),
+        body:
+          query.action === 'drain'
+            ? await moves.drain(params.id)
+            : await hosts.setState(params.id, query.action === 'cordon' ? 'cordoned' : 'active'),
       }),
     }),
     route({

@@ -1,0 +1,108 @@
+import { type Host, OrchError, SnapshotArtifact, SnapshotExportResult, TRANSFER_PATHS } from '@orch/protocol';
+import type { Logger } from '@support/server';
+import { toOrchError } from '../api/errors.js';
+import { AgentCallError } from '../hosts/agent-client.js';
+import type { SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
+import type { Agents } from './agents.js';
+
+/** How long an agent may take to export or fetch an artifact (GiBs of disk and memory). */
+export const TRANSFER_TIMEOUT_MS = 1_800_000;
+
+/**
+ * Snapshots travel between hosts (orchd's side): exports of a snapshot by the agent that holds it,
+ * and making an artifact present on another host before a restore or a from-build seed there.
+ */
+export class TravelService {
+  constructor(
+    private readonly repo: SnapshotsRepo,
+    private readonly agents: Agents,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Whether a snapshot's artifact may start on `host` (portability rules): the same architecture
+   * for any snapshot (a rootfs does not boot across architectures), and for a `live` one the same
+   * accelerator too (its vCPU state is the accelerator's). The target agent checks the rest
+   * (QEMU version, guest kernel) and refuses with `409 conflict` before anything boots.
+   */
+  portableTo(row: SnapshotRow, host: Host): string | undefined {
+    if (row.arch && host.arch !== row.arch) return `${host.id} is ${host.arch}, the snapshot ${row.arch}`;
+    if (row.kind === 'live' && row.accelerator && host.accelerator !== row.accelerator)
+      return `${host.id} runs ${host.accelerator}; the live snapshot was taken under ${row.accelerator}`;
+    return undefined;
+  }
+
+  /**
+   * Makes host `target` hold snapshot `row`'s artifact, verified by its digests: nothing when it
+   * is the host that took it or already has it; else the target fetches it from the source agent
+   * over the agent protocol, or, when that agent cannot serve it, from a `ready` export.
+   */
+  async ensureOn(row: SnapshotRow, target: string, artifactId = row.id): Promise<void> {
+    if (target === row.host_id && artifactId === row.id) return;
+    if (!row.digest)
+      throw new OrchError(
+        'conflict',
+        `snapshot ${row.id} has no digest: it cannot be verified on another host`,
+      );
+    const agent = await this.agents.forHost(target);
+    const base = { digest: row.digest, ...(row.state_digest ? { state_digest: row.state_digest } : {}) };
+    const failures: string[] = [];
+    try {
+      const source = await this.agents.credentials(row.host_id);
+      await agent.json(
+        'POST',
+        TRANSFER_PATHS.snapshotFetch(artifactId),
+        { ...base, source: { agent_url: source.url, agent_token: source.token, snapshot_id: row.id } },
+        SnapshotArtifact,
+        { timeoutMs: TRANSFER_TIMEOUT_MS },
+      );
+      this.logger.info({ snapshot: row.id, from: row.host_id, to: target }, 'artifact fetched from its host');
+      return;
+    } catch (err) {
+      const e = toOrchError(err);
+      // A digest mismatch or a refusal by the target is the answer; an unreachable source is not.
+      if (e.code === 'conflict' || e.code === 'invalid_argument' || isTargetDown(err)) throw e;
+      failures.push(`from host ${row.host_id}: ${e.message}`);
+    }
+    for (const exp of await this.repo.exportRows(row.id)) {
+      if (exp.status !== 'ready' || !exp.export_ref) continue;
+      try {
+        await agent.json(
+          'POST',
+          TRANSFER_PATHS.snapshotFetch(artifactId),
+          { ...base, source: { export_ref: exp.export_ref } },
+          SnapshotArtifact,
+          { timeoutMs: TRANSFER_TIMEOUT_MS },
+        );
+        this.logger.info(
+          { snapshot: row.id, from: exp.export_ref, to: target },
+          'artifact fetched from an export',
+        );
+        return;
+      } catch (err) {
+        const e = toOrchError(err);
+        if (isTargetDown(err)) throw e;
+        failures.push(`from ${exp.export_ref}: ${e.message}`);
+      }
+    }
+    const digestRefusal = failures.find((f) => f.includes('does not match its digest'));
+    throw new OrchError(
+      digestRefusal ? 'conflict' : 'unavailable',
+      `snapshot ${row.id} cannot be brought to host ${target}: ${failures.join('; ') || 'its host does not serve it and it has no ready export'}`,
+      { snapshot_id: row.id, ...(digestRefusal ? { reason: 'digest_mismatch' } : {}) },
+    );
+  }
+
+  /** The agent holding snapshot `row` exports it to `destination` (verified there); its answer. */
+  async exportOnce(row: SnapshotRow, destination: string): Promise<SnapshotExportResult> {
+    const agent = await this.agents.forHost(row.host_id);
+    return agent.json('POST', TRANSFER_PATHS.snapshotExport(row.id), { destination }, SnapshotExportResult, {
+      timeoutMs: TRANSFER_TIMEOUT_MS,
+    });
+  }
+}
+
+/** The target agent itself cannot be reached (nothing else will work). */
+function isTargetDown(err: unknown): boolean {
+  return err instanceof AgentCallError && err.kind === 'unreachable';
+}
