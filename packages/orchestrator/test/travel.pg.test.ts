@@ -152,6 +152,49 @@ describeStores('exports and drain on the %s store', (store) => {
       expect(refused.status).toBe(403);
     }
   });
+
+  test("a drain moves an environment only to a host that has its services' images", async () => {
+    expect((await orchd.request('POST', '/v1/hosts/h1?action=uncordon', as)).status).toBe(200);
+    const manifest = {
+      version: '1',
+      machine: { workspace: '/workspace' },
+      services: { db: { image: 'postgres:16' } },
+    };
+    const created = await orchd.request('POST', '/v1/environments', {
+      ...as,
+      body: {
+        task_id: 'with-db',
+        spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+        manifest_inline: Buffer.from(JSON.stringify(manifest)).toString('base64'),
+        startup_script: 'true\n',
+      },
+    });
+    expect(created.status).toBe(201);
+    const env = created.body as Environment;
+    await expect
+      .poll(
+        async () =>
+          ((await orchd.request('GET', `/v1/environments/${env.id}`, as)).body as Environment).state,
+      )
+      .toBe('running');
+    // A second host with room but without postgres-16: the environment cannot move there.
+    const other = await FakeAgent.start(AGENT_TOKEN, { images: ['debian-12'] });
+    try {
+      const reg = await orchd.request('POST', '/v1/hosts', {
+        ...as,
+        body: { id: 'h-nodb', kind: 'microvm', agent_url: other.url, agent_token: AGENT_TOKEN },
+      });
+      expect(reg.status).toBe(201);
+      const drain = (await orchd.request('POST', '/v1/hosts/h1?action=drain', as)).body as HostDrain;
+      expect(drain.moves.map((m) => m.environment_id)).not.toContain(env.id);
+      expect(drain.unmovable.find((u) => u.environment_id === env.id)?.reason).toContain(
+        'service "db": image "postgres:16" (image name postgres-16) is on no microvm host',
+      );
+    } finally {
+      // Moves of the other environments (to h-nodb) are left to end with the orchd.
+      await other.close();
+    }
+  });
 });
 
 /**

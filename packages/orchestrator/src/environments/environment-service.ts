@@ -30,7 +30,7 @@ import {
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
-import { type Placement, place } from './scheduler.js';
+import { type Placement, type PlacementRequest, place } from './scheduler.js';
 import type { TravelService } from './travel-service.js';
 
 /** Largest exec answer: two streams of EXEC_OUTPUT_LIMIT bytes, base64, plus the envelope. */
@@ -102,7 +102,7 @@ export class EnvironmentService {
       });
       // The snapshot's host is cordoned, unhealthy, full or gone: another host fetches the artifact.
       if (!placement.ok && snapshot && this.travel)
-        placement = this.elsewhere(hosts, usage, req, snapshot, placement);
+        placement = this.elsewhere(hosts, usage, { spec: req.spec, services }, snapshot, placement);
       this.metrics?.placements.inc({ outcome: placement.ok ? 'placed' : placement.reason });
       if (!placement.ok) throw new OrchError(placement.code, placement.message);
       return this.repo.insert(
@@ -160,7 +160,7 @@ export class EnvironmentService {
   private elsewhere(
     hosts: Host[],
     usage: Map<string, HostUsage>,
-    req: CreateEnvironmentRequest,
+    req: Omit<PlacementRequest, 'onHost'>,
     snapshot: SnapshotRow,
     first: Placement & { ok: false },
   ): Placement {
@@ -174,7 +174,7 @@ export class EnvironmentService {
         { reason: 'not_portable' },
       );
     }
-    const next = place(portable, usage, { spec: req.spec });
+    const next = place(portable, usage, req);
     if (next.ok) return next;
     return { ...next, message: `${first.message}; elsewhere: ${next.message}` };
   }

@@ -4,6 +4,7 @@ import {
   type EnvironmentState,
   type HostDrain,
   type MoveState,
+  manifestServices,
   OrchError,
   SnapshotArtifact,
 } from '@orch/protocol';
@@ -97,7 +98,9 @@ export class MoveService {
             }
             const usage = await this.repo.usage(trx);
             for (const [id, u] of extra) usage.set(id, add(usage.get(id), u));
-            const p = place(portable, usage, { spec: env.spec });
+            // The target must have the image of every service the environment runs.
+            const services = manifestServices(Buffer.from(env.manifest_inline, 'base64').toString('utf8'));
+            const p = place(portable, usage, { spec: env.spec, services });
             if (!p.ok) throw new OrchError('unavailable', p.message);
             extra.set(p.host.id, add(extra.get(p.host.id), spec(env)));
             return this.moves.insert({
