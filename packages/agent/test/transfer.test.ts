@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TRANSFER_GRANT_HEADER, transferGrantMessage } from '@orch/protocol';
 import { freePort } from '@support/pg/testing';
 // @ts-expect-error s3rver ships no types
 import S3rver from 's3rver';
@@ -32,6 +33,11 @@ let s3Url = '';
 let a: AgentProcess;
 let b: AgentProcess;
 const sha = (buf: Buffer) => createHash('sha256').update(buf).digest('hex');
+/** A transfer grant for `snapshotId` on the agent with `token` (as orchd makes it), expiring in `ttl` s. */
+const grant = (token: string, snapshotId: string, ttl = 600) => {
+  const expires = Math.floor(Date.now() / 1000) + ttl;
+  return `${expires}.${createHmac('sha256', token).update(transferGrantMessage(snapshotId, expires)).digest('hex')}`;
+};
 const disk = randomBytes(3 * 2 ** 20 + 123);
 const state = randomBytes(11 * 2 ** 20 + 7); // three parts of 5 MiB: a multipart upload
 const meta = {
@@ -181,15 +187,44 @@ describe('fetch', () => {
     const body = {
       digest: sha(disk),
       state_digest: sha(state),
-      source: { agent_url: a.url, agent_token: a.token },
+      source: { agent_url: a.url, grant: grant(a.token, 'snap_a') },
     };
     const r = await b.request('POST', '/v1/snapshots/snap_a/fetch', body);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(fileOf(b, 'snap_a', 'disk.qcow2').equals(disk)).toBe(true);
     expect(fileOf(b, 'snap_a', 'startup.log').toString()).toBe('counter 1\n');
     expect((await b.request('POST', '/v1/snapshots/snap_a/fetch', body)).status).toBe(200);
-    // The source's token was used for the transfer only: never in B's log.
+    // B never had A's token: only a grant for this snapshot's files.
     expect(b.output.join('\n')).not.toContain(a.token);
+  });
+
+  test("a transfer grant opens one snapshot's files on the agent that signed it, until it expires, and nothing else", async () => {
+    const get = (path: string, value: string) =>
+      fetch(`${a.url}${path}`, { headers: { [TRANSFER_GRANT_HEADER]: value } });
+    const ok = await get('/v1/snapshots/snap_a/files/disk.qcow2', grant(a.token, 'snap_a'));
+    expect(ok.status).toBe(200);
+    expect(Buffer.from(await ok.arrayBuffer()).equals(disk)).toBe(true);
+    for (const [path, value] of [
+      ['/v1/snapshots/snap_b/files/disk.qcow2', grant(a.token, 'snap_a')], // another snapshot
+      ['/v1/snapshots/snap_a/files/disk.qcow2', grant(b.token, 'snap_a')], // signed under another token
+      ['/v1/snapshots/snap_a/files/disk.qcow2', grant(a.token, 'snap_a', -5)], // expired
+      ['/v1/snapshots/snap_a/files/disk.qcow2', grant(a.token, 'snap_a', 3 * 86_400)], // too far ahead
+      ['/v1/snapshots/snap_a/files/disk.qcow2', 'garbage'],
+      ['/v1/vms', grant(a.token, 'snap_a')], // any other route
+      ['/v1/info', grant(a.token, 'snap_a')],
+    ] as const) {
+      const r = await get(path, value);
+      expect(r.status, `${path} ${value}`).toBe(401);
+      expect(((await r.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
+    }
+    // A malformed id is refused as a path, never a crash.
+    const malformed = await get('/v1/snapshots/%ZZ/files/disk.qcow2', grant(a.token, '%ZZ'));
+    expect(malformed.status).toBe(404);
+    const del = await fetch(`${a.url}/v1/snapshots/snap_a`, {
+      method: 'DELETE',
+      headers: { [TRANSFER_GRANT_HEADER]: grant(a.token, 'snap_a') },
+    });
+    expect(del.status).toBe(401);
   });
 
   test('a corrupted export is refused by its digest and nothing is installed', async () => {
@@ -214,7 +249,7 @@ describe('fetch', () => {
       {
         digest: sha(disk),
         state_digest: sha(disk),
-        source: { agent_url: a.url, agent_token: a.token, snapshot_id: 'snap_a' },
+        source: { agent_url: a.url, grant: grant(a.token, 'snap_a'), snapshot_id: 'snap_a' },
       },
     );
     expect(wrongState.status).toBe(409);
@@ -224,8 +259,10 @@ describe('fetch', () => {
   test('sources are checked before any dial; a missing export is 404', async () => {
     const digest = sha(disk);
     for (const source of [
-      { agent_url: 'http://u:p@127.0.0.1:1', agent_token: 't' },
-      { agent_url: 'ftp://127.0.0.1:1', agent_token: 't' },
+      { agent_url: 'http://u:p@127.0.0.1:1', grant: grant('t', 'snap_x') },
+      { agent_url: 'ftp://127.0.0.1:1', grant: grant('t', 'snap_x') },
+      { agent_url: 'http://127.0.0.1:1', agent_token: 't' }, // a token is never accepted as a source
+      { agent_url: 'http://127.0.0.1:1', grant: 'not-a-grant' },
       { export_ref: 'file:///a/../b' },
     ]) {
       const r = await b.request<{ error: { code: string } }>('POST', '/v1/snapshots/snap_x/fetch', {

@@ -140,8 +140,12 @@ export {
   SnapshotExportRequest,
   SnapshotExportResult,
   SnapshotFetchRequest,
+  TRANSFER_GRANT,
+  TRANSFER_GRANT_HEADER,
+  TRANSFER_GRANT_MAX_SECONDS,
   TRANSFER_PATHS,
   TRANSFER_ROUTES,
+  transferGrantMessage,
 } from './transfer.js';
 export {
   AGENT_VM_TRANSITIONS,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentId, headerToken, text } from './text.js';
+import { agentId, text } from './text.js';
 
 /**
  * Snapshots travel between hosts (agent protocol, beyond agent-vms.ts):
@@ -129,9 +129,26 @@ export const SnapshotExportResult = z
 export type SnapshotExportResult = z.infer<typeof SnapshotExportResult>;
 
 /**
- * `POST /v1/snapshots/{id}/fetch` (agent): copy the artifact from another agent (its URL and
- * token; the token is used for that one transfer, never stored or logged) or from an export
- * (`export_ref`), verify `digest` (and `state_digest` for a live one), and install it.
+ * A transfer grant: what lets one agent read one snapshot's files from another agent
+ * (`GET /v1/snapshots/{id}/files/{name}`) without holding that agent's token. orchd makes it for
+ * a cross-host fetch as `<expires>.<hex HMAC-SHA256 under the source agent's token of
+ * transferGrantMessage(id, expires)>`; the source agent accepts it, in the
+ * {@link TRANSFER_GRANT_HEADER} header, on the file route of that snapshot only, until `expires`
+ * (unix seconds; at most {@link TRANSFER_GRANT_MAX_SECONDS} ahead). Nothing else is reachable with it.
+ */
+export const TRANSFER_GRANT_HEADER = 'x-orch-transfer-grant';
+/** The longest a transfer grant may live. */
+export const TRANSFER_GRANT_MAX_SECONDS = 2 * 3600;
+/** What a transfer grant's HMAC covers: a version tag, the snapshot id and the expiry. */
+export const transferGrantMessage = (snapshotId: string, expires: number): string =>
+  `orch-transfer-grant-v1\n${snapshotId}\n${expires}`;
+/** A transfer grant's form: `<unix seconds>.<64 hex digits>`. */
+export const TRANSFER_GRANT = /^(\d{1,12})\.([0-9a-f]{64})$/;
+
+/**
+ * `POST /v1/snapshots/{id}/fetch` (agent): copy the artifact from another agent (its URL and a
+ * transfer grant for that snapshot, never the agent's token) or from an export (`export_ref`),
+ * verify `digest` (and `state_digest` for a live one), and install it.
  */
 export const SnapshotFetchRequest = z
   .strictObject({
@@ -140,7 +157,7 @@ export const SnapshotFetchRequest = z
     source: z.union([
       z.strictObject({
         agent_url: text(2048, 1),
-        agent_token: headerToken(4096),
+        grant: z.string().regex(TRANSFER_GRANT, 'must be a transfer grant (<expires>.<hmac>)'),
         snapshot_id: agentId().optional(),
       }),
       z.strictObject({ export_ref: destination() }),

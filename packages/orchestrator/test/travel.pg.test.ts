@@ -266,9 +266,15 @@ describeStores('cross-host restore on the %s store', (store) => {
       id: live.id,
       body: {
         digest: live.digest,
-        source: { agent_url: agents.h1!.url, agent_token: `${AGENT_TOKEN}-h1`, snapshot_id: live.id },
+        source: {
+          agent_url: agents.h1!.url,
+          grant: expect.stringMatching(/^\d+\.[0-9a-f]{64}$/),
+          snapshot_id: live.id,
+        },
       },
     });
+    // h3 got a grant for this snapshot's files on h1, never h1's token.
+    expect(JSON.stringify(agents.h3!.fetches)).not.toContain(`${AGENT_TOKEN}-h1`);
     expect(agents.h3!.created.at(-1)).toMatchObject({ restore_snapshot_id: live.id });
 
     // Only a kvm host left besides the cordoned source: a live snapshot is not portable, 409.

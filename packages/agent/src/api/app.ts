@@ -16,6 +16,7 @@ import {
   LOG_SIZE_HEADER,
   SnapshotExportRequest,
   SnapshotFetchRequest,
+  TRANSFER_GRANT_HEADER,
   TRANSFER_ROUTES,
 } from '@orch/protocol';
 import { metricsAnswer, requestIdMiddleware } from '@support/server';
@@ -29,6 +30,18 @@ import type { AgentMetrics } from '../metrics.js';
 import type { ArtifactTransfer } from '../transfer/artifact-transfer.js';
 import type { VmManager } from '../vm/vm-manager.js';
 import type { BearerAuth } from './auth.js';
+
+/** A path segment percent-decoded; a malformed one stays as it is (and matches no id). */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** `GET /v1/snapshots/{id}/files/{name}`, the one route a transfer grant opens. */
+const SNAPSHOT_FILE_PATH = /^\/v1\/snapshots\/([^/]+)\/files\/[^/]+$/;
 
 /** Largest request body: 16 MiB (exec stdin and startup scripts travel in JSON). */
 export const MAX_BODY_BYTES = 16 * 2 ** 20;
@@ -59,7 +72,12 @@ export function buildApp(deps: AppDeps): Hono {
   app.use('*', requestIdMiddleware(deps.logger, template));
   if (deps.metrics) app.use('*', deps.metrics.http.middleware(template));
   app.use('*', async (c, next) => {
-    if (!deps.auth.allows(c.req.header('authorization'))) {
+    // Another agent fetching one snapshot's files for a cross-host restore or a move brings a
+    // transfer grant for that snapshot instead of this agent's token (nothing else opens with it).
+    const file = c.req.method === 'GET' ? SNAPSHOT_FILE_PATH.exec(c.req.path) : null;
+    const grant = c.req.header(TRANSFER_GRANT_HEADER);
+    const granted = file !== null && grant !== undefined && deps.auth.allowsGrant(grant, decoded(file[1]!));
+    if (!granted && !deps.auth.allows(c.req.header('authorization'))) {
       c.header('WWW-Authenticate', 'Bearer realm="orch-agent"');
       throw new AgentError('unauthorized', 'missing or invalid bearer token');
     }

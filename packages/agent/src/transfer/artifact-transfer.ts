@@ -14,6 +14,7 @@ import {
   type SnapshotArtifact,
   type SnapshotExportResult,
   type SnapshotFetchRequest,
+  TRANSFER_GRANT_HEADER,
   TRANSFER_PATHS,
 } from '@orch/protocol';
 import type { Logger } from 'pino';
@@ -214,7 +215,7 @@ export class ArtifactTransfer {
     if (!checked.ok)
       throw AgentError.invalid(`source.agent_url: ${checked.reason}`, { field: 'source.agent_url' });
     const base = checked.url;
-    const token = req.source.agent_token;
+    const grant = req.source.grant;
     const remoteId = req.source.snapshot_id ?? id;
     return {
       describe: `${base} (snapshot ${remoteId})`,
@@ -222,7 +223,7 @@ export class ArtifactTransfer {
         let res: Response;
         try {
           res = await fetch(`${base}${TRANSFER_PATHS.snapshotFile(remoteId, name)}`, {
-            headers: { authorization: `Bearer ${token}` },
+            headers: { [TRANSFER_GRANT_HEADER]: grant },
             redirect: 'manual',
           });
         } catch (err) {

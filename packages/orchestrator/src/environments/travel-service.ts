@@ -1,4 +1,12 @@
-import { type Host, OrchError, SnapshotArtifact, SnapshotExportResult, TRANSFER_PATHS } from '@orch/protocol';
+import { createHmac } from 'node:crypto';
+import {
+  type Host,
+  OrchError,
+  SnapshotArtifact,
+  SnapshotExportResult,
+  TRANSFER_PATHS,
+  transferGrantMessage,
+} from '@orch/protocol';
 import type { Logger } from '@support/server';
 import { toOrchError } from '../api/errors.js';
 import { AgentCallError } from '../hosts/agent-client.js';
@@ -52,7 +60,10 @@ export class TravelService {
       await agent.json(
         'POST',
         TRANSFER_PATHS.snapshotFetch(artifactId),
-        { ...base, source: { agent_url: source.url, agent_token: source.token, snapshot_id: row.id } },
+        {
+          ...base,
+          source: { agent_url: source.url, grant: transferGrant(source.token, row.id), snapshot_id: row.id },
+        },
         SnapshotArtifact,
         { timeoutMs: TRANSFER_TIMEOUT_MS },
       );
@@ -105,4 +116,15 @@ export class TravelService {
 /** The target agent itself cannot be reached (nothing else will work). */
 function isTargetDown(err: unknown): boolean {
   return err instanceof AgentCallError && err.kind === 'unreachable';
+}
+
+/**
+ * A transfer grant for snapshot `snapshotId`'s files on the agent whose token is `token`, valid for
+ * as long as a transfer may take: what the target agent gets instead of that token (see
+ * `TRANSFER_GRANT_HEADER` of @orch/protocol).
+ */
+export function transferGrant(token: string, snapshotId: string, nowMs = Date.now()): string {
+  const expires = Math.floor(nowMs / 1000) + Math.ceil(TRANSFER_TIMEOUT_MS / 1000) + 60;
+  const mac = createHmac('sha256', token).update(transferGrantMessage(snapshotId, expires)).digest('hex');
+  return `${expires}.${mac}`;
 }
