@@ -95,7 +95,8 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       kind: 'microvm',
       arch: 'amd64',
       accelerator: 'tcg',
-      images: ['busybox', 'debian-12'],
+      // busybox and debian-12 from setup; websvc imported by this file for the service test.
+      images: ['busybox', 'debian-12', 'websvc'],
     });
   });
 
@@ -463,6 +464,7 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
       'busybox',
       'debian-12',
       'imported',
+      'websvc',
     ]);
     await agent.request('POST', '/v1/vms', vmRequest('vm-imported', {}, { image: 'imported' }));
     expect((await agent.waitVm('vm-imported')).state).toBe('running');
