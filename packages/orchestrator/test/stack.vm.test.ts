@@ -4,18 +4,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess, qemuAvailable, qemuPids } from '@orch/agent/testing';
 import type { Environment, Snapshot } from '@orch/protocol';
-import { describeStores, pgTest } from '@support/pg/testing';
+import { describeStore, pgTest } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { orchCli } from './run-cli.js';
 
 /**
- * The whole orchestrator path with a real host agent and real QEMU microVMs (TCG), on both stores:
+ * The whole orchestrator path with a real host agent and real QEMU microVMs (TCG), once, on the
+ * server store (the embedded one is the VM suites' pause.vm.test.ts and `npm start`'s; stores are
+ * compared by the suites against the test agent, so the slow VM path runs once, not per store):
  * `orch up` on the shipped example, `orch exec`, the exposed port, a disk and a live snapshot,
  * a restore of each, and deleting everything leaves no VM behind.
  */
 describe.skipIf(!qemuAvailable())('orch, orchd and orch-agent with real VMs', () => {
-  describeStores('on the %s store', (store) => {
+  describeStore('server')('on the server store', () => {
+    const store = 'server';
     let orchd: OrchdProcess;
     let agent: AgentProcess;
     let agentDir: string;
