@@ -209,6 +209,43 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     ).toBe(200);
   });
 
+  test("an environment's page lists its services and follows a service's log", async () => {
+    const manifest = {
+      version: '1',
+      machine: { workspace: '/workspace' },
+      services: { db: { image: 'postgres:16', ports: [5432] } },
+    };
+    const created = await orchd.request('POST', '/v1/environments', {
+      token: MASTER,
+      body: {
+        task_id: 'with-db',
+        spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+        manifest_inline: Buffer.from(JSON.stringify(manifest)).toString('base64'),
+        startup_script: 'true\n',
+      },
+    });
+    expect(created.status).toBe(201);
+    const env = created.body as Environment;
+    agent.appendLog(env.id, 'startup done\n');
+    agent.appendLog(env.id, 'database system is ready to accept connections\n', 'db');
+    await page.goto(`${orchd.url}/#/environments/${env.id}`);
+    const db = page.locator('tr[data-service=db]');
+    await expect.poll(() => db.textContent(), { timeout: 15_000 }).toContain('running');
+    expect(await db.textContent()).toContain('postgres:16');
+    await expect.poll(() => page.textContent('[data-log]')).toBe('startup done\n');
+    await page.selectOption('select[name=log]', 'db');
+    await expect
+      .poll(() => page.textContent('[data-log]'))
+      .toBe('database system is ready to accept connections\n');
+    agent.appendLog(env.id, 'checkpoint complete\n', 'db');
+    await expect
+      .poll(() => page.textContent('[data-log]'))
+      .toBe('database system is ready to accept connections\ncheckpoint complete\n');
+    await shot('03e-services');
+    // Stopped again, so the next tests work with the restored environment.
+    expect((await orchd.request('DELETE', `/v1/environments/${env.id}`, { token: MASTER })).status).toBe(200);
+  });
+
   test('a cross-site form post to a state-changing route is refused', async () => {
     // A page on another origin (same site: another port on 127.0.0.1, so SameSite=Lax still sends the cookie).
     evil = createServer((_req, res) => {
@@ -234,7 +271,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
 
   test('pause and resume the environment with its buttons', async () => {
     await page.goto(`${orchd.url}/#/environments`);
-    const row = page.locator('tr[data-env]').first();
+    const id = await page.locator('tr[data-env]', { hasText: 'running' }).first().getAttribute('data-env');
+    const row = page.locator(`tr[data-env="${id}"]`);
     await row.getByRole('button', { name: 'Pause' }).click();
     await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('paused');
     expect(await row.getByRole('button', { name: 'Exec' }).count()).toBe(0);
@@ -242,10 +280,9 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     await row.getByRole('button', { name: 'Resume' }).click();
     await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('running');
     expect(await row.getByRole('button', { name: 'Resume' }).count()).toBe(0);
-    const envs = (await orchd.request('GET', '/v1/environments', { token: MASTER })).body as {
-      environments: Environment[];
-    };
-    expect(envs.environments[0]?.state).toBe('running');
+    expect(
+      ((await orchd.request('GET', `/v1/environments/${id}`, { token: MASTER })).body as Environment).state,
+    ).toBe('running');
   });
 
   test('delete the snapshots, stop the environment, remove the host only once confirmed', async () => {
@@ -260,7 +297,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     expect(snaps.snapshots).toEqual([]);
 
     await page.goto(`${orchd.url}/#/environments`);
-    const row = page.locator('tr[data-env]').first();
+    const id = await page.locator('tr[data-env]', { hasText: 'running' }).first().getAttribute('data-env');
+    const row = page.locator(`tr[data-env="${id}"]`);
     await row.getByRole('button', { name: 'Stop' }).click();
     // The page polls: the row shows the state the reconciler reaches, and loses its Stop button.
     await expect.poll(() => row.textContent(), { timeout: 15_000 }).toContain('stopped');

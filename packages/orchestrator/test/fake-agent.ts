@@ -2,14 +2,15 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import {
   type AgentInfo,
+  AgentLogQuery,
   type AgentVm,
   CreateSnapshotRequest,
   CreateVmRequest,
   ExecRequest,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
-  LogWindowQuery,
   logWindow,
+  manifestServices,
 } from '@orch/protocol';
 import { WebSocketServer } from 'ws';
 
@@ -107,9 +108,10 @@ export class FakeAgent {
     return agent;
   }
 
-  /** Appends `text` to VM `id`'s startup log (as if its startup script had written it). */
-  appendLog(id: string, text: string): void {
-    this.logs.set(id, Buffer.concat([this.logs.get(id) ?? Buffer.alloc(0), Buffer.from(text)]));
+  /** Appends `text` to VM `id`'s startup log, or to its service `service`'s (as if they had written it). */
+  appendLog(id: string, text: string, service?: string): void {
+    const key = service === undefined ? id : `${id}/${service}`;
+    this.logs.set(key, Buffer.concat([this.logs.get(key) ?? Buffer.alloc(0), Buffer.from(text)]));
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -150,7 +152,16 @@ export class FakeAgent {
         host_address: '127.0.0.1',
         accelerator: 'tcg',
         created_at: new Date().toISOString(),
-        services: [],
+        // The manifest's services, running from the start (their state machine is the guest's).
+        services: manifestServices(Buffer.from(create.manifest_inline, 'base64').toString('utf8')).map(
+          (svc) => ({
+            name: svc.name,
+            image: svc.image,
+            state: 'running' as const,
+            restarts: 0,
+            ports: [...svc.ports],
+          }),
+        ),
         started_at: null,
         expires_at: null,
         error: null,
@@ -200,9 +211,12 @@ export class FakeAgent {
     }
     if (parts[1] === 'vms' && parts[3] === 'log' && req.method === 'GET') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
-      const query = LogWindowQuery.safeParse(Object.fromEntries(url.searchParams));
+      const query = AgentLogQuery.safeParse(Object.fromEntries(url.searchParams));
       if (!query.success) return send(400, { error: { code: 'invalid_argument', message: 'bad window' } });
-      const log = this.logs.get(vm.id) ?? Buffer.alloc(0);
+      const { service } = query.data;
+      if (service !== undefined && !vm.services.some((s) => s.name === service))
+        return send(404, { error: { code: 'not_found', message: `no service ${service}` } });
+      const log = this.logs.get(service === undefined ? vm.id : `${vm.id}/${service}`) ?? Buffer.alloc(0);
       const { start, length } = logWindow(log.length, query.data);
       res.writeHead(200, {
         'content-type': 'text/plain; charset=utf-8',
