@@ -85,15 +85,7 @@ export class Snapshots {
           await rm(join(dir, 'state.bin'), { force: true });
         }
       }
-      await run([
-        'qemu-img',
-        'convert',
-        '-U',
-        '-O',
-        'qcow2',
-        join(vm.dir, 'disk.qcow2'),
-        join(dir, 'disk.qcow2'),
-      ]);
+      await flattenDisk(vm.dir, dir);
       if (kind === 'live')
         await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
@@ -128,15 +120,7 @@ export class Snapshots {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     try {
       await decrypt(join(dir, 'state.bin'));
-      await run([
-        'qemu-img',
-        'convert',
-        '-U',
-        '-O',
-        'qcow2',
-        join(vm.dir, 'disk.qcow2'),
-        join(dir, 'disk.qcow2'),
-      ]);
+      await flattenDisk(vm.dir, dir);
       await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
       await rm(dir, { recursive: true, force: true });
@@ -220,4 +204,17 @@ async function sha256File(path: string): Promise<string> {
   const h = createHash('sha256');
   for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
   return h.digest('hex');
+}
+
+/** The VM's disk (overlay and its base) as one standalone qcow2 in the snapshot directory `dir`. */
+function flattenDisk(vmDir: string, dir: string): Promise<unknown> {
+  return run([
+    'qemu-img',
+    'convert',
+    '-U',
+    '-O',
+    'qcow2',
+    join(vmDir, 'disk.qcow2'),
+    join(dir, 'disk.qcow2'),
+  ]);
 }
