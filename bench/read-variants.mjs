@@ -4,9 +4,10 @@
 // one board, in the same run: sequential p50/p99 (interleaved request by request), then 32 requests
 // in flight (closed loop, ROUNDS alternating rounds of SECS seconds per side).
 // Usage: VARIANTS='{"base":{},"uv16":{"UV_THREADPOOL_SIZE":"16"}}' node bench/read-variants.mjs
+//   a variant's BENCH_BIN: another build's board-node for that variant (e.g. main's, before/after)
 //   ROWS (100000), SECS (3), ROUNDS (3); BOARD_BENCH_BIN: another build's board-node.
 import { execFile as execFileCb, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -21,6 +22,34 @@ const SECS = Number(process.env.SECS ?? 3);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const VARIANTS = JSON.parse(process.env.VARIANTS ?? '{"base":{}}');
 const cleanups = [];
+/** Server pid by base URL, for CPU accounting. */
+const pids = new Map();
+const TICK = 100; // USER_HZ
+/** CPU seconds (user + system) a process has used so far. */
+async function cpuOf(pid) {
+  try {
+    const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) / TICK;
+  } catch {
+    return 0;
+  }
+}
+/** CPU seconds used so far by every postgres process (the shared server's backends). */
+async function postgresCpu() {
+  let total = 0;
+  for (const d of await readdir('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if ((await readFile(`/proc/${d}/comm`, 'utf8')).trim() !== 'postgres') continue;
+      total += await cpuOf(d);
+    } catch {}
+  }
+  return total;
+}
+async function cpuSnapshot(pid) {
+  const self = process.cpuUsage();
+  return { server: await cpuOf(pid), pg: await postgresCpu(), client: (self.user + self.system) / 1e6 };
+}
 const q = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(p * s.length))];
@@ -39,6 +68,7 @@ async function child(args, env) {
     });
     proc.once('exit', (c) => rej(new Error(`exit ${c}`)));
   });
+  pids.set(base, proc.pid);
   cleanups.push(async () => {
     proc.kill('SIGTERM');
     await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
@@ -83,7 +113,9 @@ try {
   for (const [name, env] of Object.entries(VARIANTS)) {
     const dir = await mkdtemp(join(tmpdir(), 'exp-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    nodes[name] = await child([BIN], {
+    // BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'
+    const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    nodes[name] = await child([...nodeArgs, env.BENCH_BIN ?? BIN], {
       DATABASE_URL: url,
       BOARD_DATA_DIR: dir,
       BOARD_PORT: '0',
@@ -134,15 +166,24 @@ try {
       seq[k].push(performance.now() - t);
     }
   const conc = Object.fromEntries(Object.keys(calls).map((k) => [k, []]));
+  const cpu = Object.fromEntries(Object.keys(calls).map((k) => [k, { server: 0, pg: 0, client: 0 }]));
+  const baseOf = { plain, ...nodes };
   for (let r = 0; r < ROUNDS; r++)
-    for (const [k, call] of Object.entries(calls)) conc[k].push(...(await closedLoop(32, SECS, call)));
+    for (const [k, call] of Object.entries(calls)) {
+      const before = await cpuSnapshot(pids.get(baseOf[k]));
+      conc[k].push(...(await closedLoop(32, SECS, call)));
+      const after = await cpuSnapshot(pids.get(baseOf[k]));
+      for (const part of ['server', 'pg', 'client']) cpu[k][part] += after[part] - before[part];
+    }
   console.log(`load average: ${(await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ')}`);
-  console.log('| variant | seq p50 | seq p99 | 32 in flight req/s | 32 in flight p99 | vs plain (req/s) |');
+  console.log(
+    '| variant | seq p50 | seq p99 | 32 in flight req/s | 32 in flight p99 | vs plain (req/s) | CPU ms per request: server / postgres / client |',
+  );
   const prps = conc.plain.length / (SECS * ROUNDS);
   for (const k of Object.keys(calls)) {
     const rps = conc[k].length / (SECS * ROUNDS);
     console.log(
-      `| ${k} | ${q(seq[k], 0.5).toFixed(2)} ms | ${q(seq[k], 0.99).toFixed(2)} ms | ${rps.toFixed(0)} | ${q(conc[k], 0.99).toFixed(1)} ms | ${(rps / prps).toFixed(2)}x |`,
+      `| ${k} | ${q(seq[k], 0.5).toFixed(2)} ms | ${q(seq[k], 0.99).toFixed(2)} ms | ${rps.toFixed(0)} | ${q(conc[k], 0.99).toFixed(1)} ms | ${(rps / prps).toFixed(2)}x | ${['server', 'pg', 'client'].map((p) => ((cpu[k][p] * 1000) / conc[k].length).toFixed(3)).join(' / ')} |`,
     );
   }
 } finally {

@@ -218,6 +218,16 @@ async function main() {
         `\n${name}: ${count} idle watchers (opened in ${openSec.toFixed(1)} s; load average ${load}): node RSS +${(rssEach / 1024).toFixed(1)} KiB and V8 heap +${(heapEach / 1024).toFixed(1)} KiB per watcher (RSS ${(before.rss / 2 ** 20).toFixed(0)} -> ${(after.rss / 2 ** 20).toFixed(0)} MiB)`,
       );
       console.log(
+        `  slowest writes -> all: ${[...toAll]
+          .sort((a, b) => b - a)
+          .slice(0, 5)
+          .map((x) => ms(x))
+          .join(', ')} (write numbers ${[...toAll.keys()]
+          .sort((a, b) => toAll[b] - toAll[a])
+          .slice(0, 5)
+          .join(', ')})`,
+      );
+      console.log(
         `  write -> every watcher (${complete}/${WRITES} writes reached all ${count}): p50 ${ms(quantile(toAll, 0.5))}  p99 ${ms(quantile(toAll, 0.99))}; each delivery p50 ${ms(quantile(each, 0.5))}  p99 ${ms(quantile(each, 0.99))}; in the node, commit -> written to the stream: mean ${Number.isNaN(nodeLag) ? 'n/a' : ms(nodeLag)}`,
       );
       rows.push([

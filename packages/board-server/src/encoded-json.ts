@@ -7,9 +7,4 @@ export class EncodedJson<T> {
   /** Phantom: the type the text encodes. */
   declare readonly encodes?: T;
   constructor(readonly parts: readonly Buffer[]) {}
-
-  /** The bytes of the JSON text. */
-  toBuffer(): Buffer {
-    return Buffer.concat(this.parts);
-  }
 }

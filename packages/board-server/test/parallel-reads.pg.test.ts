@@ -27,6 +27,7 @@ describeStore('embedded')('parallel reads on one board', () => {
     const env = nodeEnv(await openStore('embedded'), await tempDir('board-par-'));
     expect((await cli(['board', 'create', 'par', '--column', 'batch:INTEGER'], env)).code).toBe(0);
     expect((await cli(['board', 'create', 'grp', '--column', 'batch:INTEGER'], env)).code).toBe(0);
+    expect((await cli(['board', 'create', 'spec', '--column', 'title:TEXT'], env)).code).toBe(0);
     node = await startNode(env);
   });
 
@@ -159,5 +160,63 @@ describeStore('embedded')('parallel reads on one board', () => {
       // Several times, so that every reader connection has the plan cached before the next round.
       for (let k = 0; k < 6; k++) expect(await groups()).toBe(round * 4);
     }
+  });
+
+  it('never answers from a replica behind the head, though the query starts before the head is read', async () => {
+    // Reads that find the replica at the head let the next read start its query at once, beside
+    // its head read; each write below leaves the replica one change behind, so that early query
+    // reads a stale state and must be dropped for a sync, its result and its failure alike.
+    const ask = async (sql: string) =>
+      await rpc(node.url, 'query.execute', { sql, tables: T }, { board: 'spec' });
+    const write = async (procedure: string, input: unknown) =>
+      value<{ watermark: number }>(await rpc(node.url, procedure, input, { board: 'spec' })).watermark;
+    const asNumber = 'SELECT CAST(title AS INTEGER) AS n FROM {{t}} ORDER BY n';
+    await write('mutate.insert', { rows: [{ id: 'bad', title: 'not a number' }] });
+    for (let k = 0; k < 3; k++) expect(tag(await ask(asNumber))).toBe('QueryFailed');
+    // The stale state fails; the state at the head (the bad row deleted) does not.
+    let acked = await write('mutate.delete', { ids: ['bad'] });
+    const fixed = value<Outcome & { sync: { mode: string } }>(await ask(asNumber));
+    expect([fixed.result.rows, fixed.watermark, fixed.sync.mode]).toEqual([[], acked, 'incremental']);
+    // And the other way round: the stale state answers, the state at the head fails.
+    for (let k = 0; k < 3; k++) expect(value<Outcome>(await ask(asNumber)).result.rows).toEqual([]);
+    await write('mutate.insert', { rows: [{ id: 'bad2', title: 'still not a number' }] });
+    expect(tag(await ask(asNumber))).toBe('QueryFailed');
+    await write('mutate.delete', { ids: ['bad2'] });
+    // Each read right after its write sees it, at exactly that write's watermark.
+    for (let i = 1; i <= 20; i++) {
+      acked = await write('mutate.insert', { rows: [{ id: `n${i}`, title: String(i) }] });
+      const out = value<Outcome & { cache: string }>(await ask('SELECT count(*) FROM {{t}}'));
+      expect([Number(out.result.rows[0]?.[0]), out.watermark]).toEqual([i, acked]);
+      const again = value<Outcome & { cache: string; sync: { mode: string } }>(
+        await ask('SELECT count(*) FROM {{t}}'),
+      );
+      expect([again.watermark, again.cache, again.sync.mode]).toEqual([acked, 'hit', 'none']);
+    }
+  });
+
+  it('keeps the row and byte bounds for a statement whose earlier results were small', async () => {
+    // A statement whose last result was small runs materialized (one DuckDB call); the bounds and
+    // the answers must not depend on that.
+    const rows = async (params: number[]) =>
+      await rpc(
+        node.url,
+        'query.execute',
+        { sql: "SELECT repeat('x', $2::INTEGER) AS s FROM range($1::BIGINT)", tables: T, params },
+        { board: 'spec' },
+      );
+    const count = (a: Awaited<ReturnType<typeof rows>>) => value<Outcome>(a).result.rows.length;
+    expect(count(await rows([1, 1]))).toBe(1);
+    expect(count(await rows([2, 1]))).toBe(2);
+    const tooMany = await rows([100001, 1]);
+    expect([tooMany.status, tag(tooMany)]).toEqual([200, 'ResultTooLarge']);
+    expect(tooMany.text).toContain('larger than 100000 rows');
+    expect(count(await rows([3, 1]))).toBe(3);
+    const tooBig = await rows([90000, 400]);
+    expect([tooBig.status, tag(tooBig)]).toEqual([200, 'ResultTooLarge']);
+    expect(tooBig.text).toContain(`larger than ${32 * 1024 * 1024} bytes`);
+    expect(count(await rows([100000, 1]))).toBe(100000);
+    expect(count(await rows([4, 1]))).toBe(4);
+    const small = value<Outcome>(await rows([2, 3]));
+    expect(small.result.rows).toEqual([['xxx'], ['xxx']]);
   });
 });

@@ -1,5 +1,11 @@
 import type { Cell } from '@board/protocol';
-import { type DuckDBConnection, type DuckDBPreparedStatement, StatementType } from '@duckdb/node-api';
+import {
+  type DuckDBConnection,
+  type DuckDBDataChunk,
+  type DuckDBMaterializedResult,
+  type DuckDBPreparedStatement,
+  StatementType,
+} from '@duckdb/node-api';
 import { BoardError, boardError } from '../errors.js';
 import { refineDuckError } from './duck-errors.js';
 import { isReadStatement } from './query-guard.js';
@@ -8,6 +14,20 @@ import { checkSources } from './source-guard.js';
 
 /** Prepared read statements kept per reader connection (by SQL text). */
 const STATEMENT_CACHE = 64;
+/** A result this small (rows and encoded bytes) marks its statement as small (see `query`). */
+const SMALL_ROWS = 2048;
+const SMALL_BYTES = 256 * 1024;
+
+const FAILED_AT = Symbol('failedAt');
+type ReadFailure = Error & { [FAILED_AT]?: number };
+
+/**
+ * The replica watermark of the state a failed query ran on, when known: the failure is then that
+ * state's answer to the query (as a result would be), not a transient one.
+ */
+export function failedAt(err: unknown): number | undefined {
+  return err instanceof Error ? (err as ReadFailure)[FAILED_AT] : undefined;
+}
 
 /** A query's encoded result and the replica watermark of the snapshot it read. */
 export interface SnapshotResult {
@@ -32,6 +52,8 @@ export class ReadConnection {
   private readonly statements = new Map<string, { prepared: DuckDBPreparedStatement; generation: number }>();
   /** SQL texts that passed the statement and source checks (re-planning needs no re-check). */
   private readonly checked = new Set<string>();
+  /** SQL texts whose last result was small: they run materialized (see `query`). */
+  private readonly small = new Set<string>();
   /** `json_serialize_sql` prepared once per connection, for {@link checkParseTree}. */
   private serializer: DuckDBPreparedStatement | undefined;
   private snapshot: DuckDBPreparedStatement | undefined;
@@ -76,8 +98,8 @@ export class ReadConnection {
     };
     let open = false;
     let owned: DuckDBPreparedStatement | undefined;
+    let watermark = known?.watermark;
     try {
-      let watermark = known?.watermark;
       if (watermark === undefined) {
         await conn.run('BEGIN TRANSACTION');
         open = true;
@@ -95,9 +117,7 @@ export class ReadConnection {
         );
       }
       if (params.length > 0) prepared.bind(params);
-      const stream = await prepared.stream();
-      deadline();
-      const result = await readResult(stream, limits, deadline);
+      const result = await this.execute(sqlText, prepared, limits, deadline);
       if (open) {
         open = false;
         await conn.run('COMMIT');
@@ -107,12 +127,58 @@ export class ReadConnection {
       // A result abandoned half-read would keep its pipeline running until the next statement.
       if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
       if (open) await conn.run('ROLLBACK').catch(() => undefined);
-      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
-      throw refineDuckError(err, this.path);
+      const failure = timedOut
+        ? boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`)
+        : refineDuckError(err, this.path);
+      if (watermark !== undefined) (failure as ReadFailure)[FAILED_AT] = watermark;
+      throw failure;
     } finally {
       clearTimeout(timer);
       owned?.destroySync();
     }
+  }
+
+  /**
+   * Executes a bound statement and reads its result. Each asynchronous DuckDB call is a job on
+   * libuv's threadpool and a wake-up of the main thread; a streamed result costs three (execute,
+   * fetch the chunk, fetch the end), a materialized one a single call, its chunks then read
+   * synchronously. A statement whose last result was small (at most {@link SMALL_ROWS} rows and
+   * {@link SMALL_BYTES} bytes: point lookups, aggregates) runs materialized; any other streams, so
+   * that a large result is cut off at the row or byte limit without first being held whole. If a
+   * statement that was small once returns a large result, that result is materialized once (within
+   * the replica's DuckDB memory limit; an out-of-memory failure is retried streamed) and the
+   * statement streams from then on.
+   */
+  private async execute(
+    sqlText: string,
+    prepared: DuckDBPreparedStatement,
+    limits: QueryLimits,
+    deadline: () => void,
+  ): Promise<EncodedResult> {
+    let result: EncodedResult | undefined;
+    if (this.small.has(sqlText)) {
+      try {
+        const materialized = await prepared.run();
+        deadline();
+        result = await readResult(
+          materialized.columnNames(),
+          materializedChunks(materialized),
+          limits,
+          deadline,
+        );
+      } catch (err) {
+        this.small.delete(sqlText);
+        if (!(err instanceof Error) || !/Out of Memory/i.test(err.message)) throw err;
+      }
+    }
+    if (!result) {
+      const stream = await prepared.stream();
+      deadline();
+      result = await readResult(stream.columnNames(), () => stream.fetchChunk(), limits, deadline);
+    }
+    if (result.rowCount <= SMALL_ROWS && result.bytes <= SMALL_BYTES) this.small.add(sqlText);
+    else this.small.delete(sqlText);
+    return result;
   }
 
   /**
@@ -160,7 +226,10 @@ export class ReadConnection {
     generation: number | undefined,
     prepared: DuckDBPreparedStatement,
   ): DuckDBPreparedStatement {
-    if (this.checked.size >= 4 * STATEMENT_CACHE) this.checked.clear();
+    if (this.checked.size >= 4 * STATEMENT_CACHE) {
+      this.checked.clear();
+      this.small.clear();
+    }
     this.checked.add(sqlText);
     if (generation === undefined) return prepared;
     this.statements.set(sqlText, { prepared, generation });
@@ -169,6 +238,7 @@ export class ReadConnection {
       this.statements.get(oldest)?.prepared.destroySync();
       this.statements.delete(oldest);
       this.checked.delete(oldest);
+      this.small.delete(oldest);
     }
     return prepared;
   }
@@ -193,6 +263,7 @@ export class ReadConnection {
     for (const st of this.statements.values()) st.prepared.destroySync();
     this.statements.clear();
     this.checked.clear();
+    this.small.clear();
     this.serializer?.destroySync();
     this.serializer = undefined;
     this.snapshot?.destroySync();
@@ -207,4 +278,10 @@ export class ReadConnection {
       this.conn.closeSync();
     }
   }
+}
+
+/** The chunks of a materialized result, one per call (read synchronously), then null. */
+function materializedChunks(result: DuckDBMaterializedResult): () => DuckDBDataChunk | null {
+  let next = 0;
+  return () => (next < result.chunkCount ? result.getChunk(next++) : null);
 }

@@ -1,10 +1,8 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CacheOutcome, Cell, QueryOutcome, Row, SyncResult } from '@board/protocol';
-import { type Kysely, sql } from 'kysely';
+import type { CacheOutcome, Cell, QueryOutcome, SyncResult } from '@board/protocol';
+import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { boardTable } from '../boards/board-admin.js';
-import { parseColumns } from '../boards/columns.js';
 import { readRecords } from '../changelog/changes-reader.js';
 import { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
@@ -12,10 +10,11 @@ import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
 import { bindPlaceholders } from './query-guard.js';
+import { failedAt } from './read-connection.js';
+import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
 const CHANGE_PAGE = 500;
-const REBUILD_BATCH = 50_000;
 /** Requests on an unchanged replica between two samples of its memory use. */
 const MEMORY_SAMPLE_EVERY = 32;
 
@@ -46,6 +45,8 @@ export class ReplicaCache {
   private readonly memory = new Map<string, number>();
   private readonly requestsSinceSample = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Boards whose last request found the open replica at the head (see {@link speculate}). */
+  private readonly atHead = new Set<string>();
   private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
   private readonly heads: HeadReader;
@@ -105,7 +106,43 @@ export class ReplicaCache {
   ): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
     const t0 = performance.now();
-    const { replica, cache, sync } = await this.sync(board, input.minWatermark);
+    const early = this.speculate(board, sqlText, input.params);
+    let head: BoardHead | undefined;
+    try {
+      head = await this.heads.read(board);
+    } catch (err) {
+      if (early) void early.outcome.then(() => early.replica.release());
+      throw err;
+    }
+    if (early) {
+      const t1 = performance.now();
+      const outcome = await early.outcome;
+      early.replica.release();
+      if (
+        this.open.get(board) === early.replica &&
+        head &&
+        head.boardNo === early.replica.boardNo &&
+        outcome.at !== undefined &&
+        outcome.at >= head.head
+      ) {
+        this.checkFloor(board, head, input.minWatermark);
+        this.counters.hit++;
+        this.touch(board, early.replica);
+        if ('error' in outcome) throw outcome.error;
+        // Head read and query ran at once: syncMs is the wait for the head, queryMs the query's own time.
+        return await this.answer(
+          board,
+          early.replica,
+          'hit',
+          noSync(outcome.at),
+          outcome.snapshot,
+          t1 - t0,
+          outcome.doneAt - t0,
+        );
+      }
+      this.atHead.delete(board);
+    }
+    const { replica, cache, sync } = await this.sync(board, head, input.minWatermark);
     let snapshot: SnapshotResult;
     const t1 = performance.now();
     try {
@@ -113,7 +150,45 @@ export class ReplicaCache {
     } finally {
       replica.release();
     }
-    const t2 = performance.now();
+    return await this.answer(board, replica, cache, sync, snapshot, t1 - t0, performance.now() - t1);
+  }
+
+  /**
+   * Starts the query on the board's open replica before its head is known, when the board's last
+   * request found the replica at the head and no sync is under way: the head read (a Postgres round
+   * trip) and the query (DuckDB) then run at once. `execute` uses the outcome only if the state it
+   * was computed on (its snapshot's watermark) is at or past the head read for this request, that
+   * is exactly what the request would have read after syncing; otherwise it is dropped and the
+   * request syncs and queries as usual. The replica is acquired; the caller releases it.
+   */
+  private speculate(
+    board: string,
+    sqlText: string,
+    params: Cell[],
+  ): { replica: Replica; outcome: Promise<Speculation> } | undefined {
+    const replica = this.open.get(board);
+    if (!replica || !this.atHead.has(board) || this.locks.has(board)) return undefined;
+    replica.acquire();
+    const outcome = replica.query(sqlText, params, this.limits).then(
+      (snapshot): Speculation => ({ snapshot, at: snapshot.watermark, doneAt: performance.now() }),
+      (error: unknown): Speculation => ({ error, at: failedAt(error), doneAt: performance.now() }),
+    );
+    return { replica, outcome };
+  }
+
+  /**
+   * The outcome of a query, around its rows (already JSON, written as they are), in the field
+   * order of QueryOutcome. Samples the replica's memory use when it changed, else now and then.
+   */
+  private async answer(
+    board: string,
+    replica: Replica,
+    cache: CacheOutcome,
+    sync: SyncResult,
+    snapshot: SnapshotResult,
+    syncMs: number,
+    queryMs: number,
+  ): Promise<EncodedJson<QueryOutcome>> {
     // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
     const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
     this.requestsSinceSample.set(board, requests);
@@ -126,13 +201,11 @@ export class ReplicaCache {
       });
     }
     const { result, watermark } = snapshot;
-    // The rows are already JSON: the rest of the outcome is written around them, in the field
-    // order of QueryOutcome.
     const rest: Omit<QueryOutcome, 'result'> = {
       sync,
       cache,
-      syncMs: round(t1 - t0),
-      queryMs: round(t2 - t1),
+      syncMs: round(syncMs),
+      queryMs: round(queryMs),
       watermark,
     };
     const tail = JSON.stringify(rest);
@@ -159,17 +232,17 @@ export class ReplicaCache {
   }
 
   /**
-   * Brings the board's replica to the head read for this request and returns it acquired (the
-   * caller releases it). The head read is coalesced with concurrent requests' (see
+   * Brings the board's replica to `m`, the head read for this request, and returns it acquired
+   * (the caller releases it). The head read is coalesced with concurrent requests' (see
    * {@link HeadReader}) but always sent after this request arrived. When the open replica is
    * already at that head nothing else happens (no lock: reads run in parallel); otherwise the
    * board's lock is taken to re-attach, catch up or rebuild, one request at a time.
    */
   private async sync(
     board: string,
+    m: BoardHead | undefined,
     minWatermark: number | undefined,
   ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
-    const m = await this.heads.read(board);
     if (!m) {
       const gone = this.open.get(board);
       if (gone) {
@@ -178,20 +251,26 @@ export class ReplicaCache {
       }
       throw boardError('UnknownBoard', `unknown board "${board}"`);
     }
+    this.checkFloor(board, m, minWatermark);
+    const open = this.open.get(board);
+    if (open && open.boardNo === m.boardNo && open.watermark === m.head) {
+      open.acquire();
+      this.counters.hit++;
+      this.touch(board, open);
+      this.atHead.add(board);
+      return { replica: open, cache: 'hit', sync: noSync(open.watermark) };
+    }
+    return await this.withLock(board, () => this.syncLocked(board, m));
+  }
+
+  /** `WatermarkNotReached` when the request's floor is above the board's head. */
+  private checkFloor(board: string, m: BoardHead, minWatermark: number | undefined): void {
     if (minWatermark !== undefined && minWatermark > m.head) {
       throw boardError(
         'WatermarkNotReached',
         `board "${board}" is at watermark ${m.head}, below the requested minimum ${minWatermark}`,
       );
     }
-    const open = this.open.get(board);
-    if (open && open.boardNo === m.boardNo && open.watermark === m.head) {
-      open.acquire();
-      this.counters.hit++;
-      this.touch(board, open);
-      return { replica: open, cache: 'hit', sync: noSync(open.watermark) };
-    }
-    return await this.withLock(board, () => this.syncLocked(board, m));
   }
 
   private async syncLocked(
@@ -235,7 +314,8 @@ export class ReplicaCache {
       replica = undefined;
     }
     if (!replica) {
-      replica = await this.rebuild(board, path, m.boardNo);
+      this.log.info({ board }, 'rebuilding replica from the base table');
+      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.perReplicaMemoryMb);
       cache = 'rebuild';
       sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
       this.counters.rebuild++;
@@ -266,41 +346,6 @@ export class ReplicaCache {
       applied += records.length;
     }
     return applied;
-  }
-
-  private async rebuild(board: string, path: string, boardNo: number): Promise<Replica> {
-    return await this.db
-      .transaction()
-      .setIsolationLevel('repeatable read')
-      .execute(async (tx) => {
-        const meta = await sql<{ head: number; columns: unknown }>`
-          SELECT head, columns FROM board_boards WHERE board_id = ${board}`.execute(tx);
-        const m = meta.rows[0];
-        if (!m) throw boardError('UnknownBoard', `unknown board "${board}"`);
-        const columns = parseColumns(m.columns);
-        const micros = (name: string) => sql`(extract(epoch FROM ${sql.ref(name)}) * 1000000)::bigint`;
-        const select = sql.join([
-          sql.ref('id'),
-          sql`${micros('updated_at')} AS updated_at`,
-          sql.ref('state'),
-          ...columns.map((c) =>
-            c.type === 'TIMESTAMP' ? sql`${micros(c.name)} AS ${sql.id(c.name)}` : sql.ref(c.name),
-          ),
-        ]);
-        this.log.info({ board, head: m.head }, 'rebuilding replica from the base table');
-        return await Replica.create(path, boardNo, this.perReplicaMemoryMb, columns, m.head, async (push) => {
-          let last: string | null = null;
-          for (;;) {
-            const page = await sql<Row>`SELECT ${select} FROM ${sql.table(boardTable(boardNo))}
-              WHERE ${last === null ? sql`true` : sql`id > ${last}`} ORDER BY id LIMIT ${REBUILD_BATCH}`.execute(
-              tx,
-            );
-            push(page.rows);
-            if (page.rows.length < REBUILD_BATCH) break;
-            last = page.rows[page.rows.length - 1]?.id as string;
-          }
-        });
-      });
   }
 
   private touch(board: string, replica: Replica): void {
@@ -354,6 +399,7 @@ export class ReplicaCache {
     this.open.delete(board);
     this.memory.delete(board);
     this.requestsSinceSample.delete(board);
+    this.atHead.delete(board);
   }
 
   private async withLock<T>(board: string, fn: () => Promise<T>): Promise<T> {
@@ -370,6 +416,12 @@ export class ReplicaCache {
 }
 
 const COMMA = Buffer.from(',');
+
+/** A query run ahead of its head read: its result or failure, and the watermark it was computed at. */
+type Speculation = { doneAt: number } & (
+  | { snapshot: SnapshotResult; at: number }
+  | { error: unknown; at: number | undefined }
+);
 
 function noSync(at: number): SyncResult {
   return { mode: 'none', from: at, to: at, applied: 0 };

@@ -1,5 +1,5 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { DuckDBResult } from '@duckdb/node-api';
+import type { DuckDBDataChunk } from '@duckdb/node-api';
 import { boardError } from '../errors.js';
 import { toCell } from './duck-values.js';
 
@@ -26,18 +26,19 @@ const YIELD_EVERY_ROWS = 2048;
 const YIELD_EVERY_BYTES = 256 * 1024;
 
 /**
- * Reads a streaming DuckDB result one data chunk at a time, converting each row to cells and
+ * Reads a DuckDB result one data chunk at a time (`next`: a streamed result's fetch, or a
+ * materialized result's chunks; null or an empty chunk ends it), converting each row to cells and
  * encoding it to JSON as it goes. Past `limits.maxRows` rows or `limits.maxBytes` encoded bytes it
  * throws `ResultTooLarge` (the caller interrupts the half-read result). After every chunk's worth of
  * rows or bytes the event loop gets a turn, and `deadline()` (which throws once the query's time is
  * up) is checked after every await.
  */
 export async function readResult(
-  result: DuckDBResult,
+  columns: string[],
+  next: () => Promise<DuckDBDataChunk | null> | DuckDBDataChunk | null,
   limits: QueryLimits,
   deadline: () => void,
 ): Promise<EncodedResult> {
-  const columns = result.columnNames();
   const chunks: Buffer[] = [];
   let rowCount = 0;
   let bytes = 0;
@@ -50,7 +51,7 @@ export async function readResult(
       { rows: rowCount, bytes },
     );
   for (;;) {
-    const chunk = await result.fetchChunk();
+    const chunk = await next();
     deadline();
     if (!chunk || chunk.rowCount === 0) break;
     const n = chunk.rowCount;
