@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type {
   ColumnDef,
   DeletePayload,
@@ -9,6 +10,7 @@ import type {
   WalPayload,
 } from '@board/protocol';
 import { type Kysely, sql, type Transaction } from 'kysely';
+import type pg from 'pg';
 import { boardTable } from '../boards/board-admin.js';
 import { checkRow, PG_TYPES, parseColumns } from '../boards/columns.js';
 import { boardError } from '../errors.js';
@@ -50,7 +52,13 @@ export async function applyMutation(
   db: Kysely<BoardDb>,
   board: string,
   mutation: Mutation,
-  options: { idempotencyKey?: string | undefined; actor?: string | undefined; cache?: BoardMetaCache },
+  options: {
+    idempotencyKey?: string | undefined;
+    actor?: string | undefined;
+    cache?: BoardMetaCache;
+    /** When given, the single statement runs as a named prepared statement on this pool. */
+    pool?: pg.Pool;
+  },
 ): Promise<MutateAck> {
   const key = options.idempotencyKey;
   const known = options.cache?.get(board);
@@ -65,7 +73,7 @@ export async function applyMutation(
     const names = ['state', ...known.columns.map((c) => c.name)];
     // A duplicate id (23505) or any other store error travels to `toWireError`, whose store-error
     // mapper names it (`DuplicateRow` with the id) without PostgreSQL's raw text.
-    const r = await sql<{ head: number }>`
+    const statement = sql<{ head: number }>`
       WITH b AS (
         UPDATE board_boards SET head = head + 1
         WHERE board_id = ${board} AND board_no = ${known.boardNo} AND columns = ${known.columnsJson}::jsonb
@@ -81,8 +89,12 @@ export async function applyMutation(
         SELECT ${board}, b.head, 'insert', jsonb_build_object('updatedAt', b.now_us, 'rows', ${rowsJson}::jsonb), ${options.actor ?? null}::text
         FROM b
       )
-      SELECT b.head, pg_notify('board_changes', ${board}::text || ':' || b.head::text) FROM b`.execute(db);
-    const head = r.rows[0]?.head;
+      SELECT b.head, pg_notify('board_changes', ${board}::text || ':' || b.head::text) FROM b`;
+    const head = (
+      options.pool
+        ? await runNamed<{ head: number }>(options.pool, statement.compile(db))
+        : await statement.execute(db)
+    ).rows[0]?.head;
     if (head !== undefined) return { watermark: head };
     options.cache?.delete(board);
   }
@@ -138,6 +150,29 @@ export async function applyMutation(
     }
     return { watermark: b.head };
   });
+}
+
+/** Names of prepared statements by their text (the text has the board's table and columns in it). */
+const statementNames = new Map<string, string>();
+
+/**
+ * Runs a compiled statement as a named prepared statement: Postgres parses and plans it once per
+ * connection instead of on every call (planning the single-statement insert's CTEs took about a
+ * third of its time; see the README, "Write path"). The name is a digest of the text, so one name
+ * never stands for two texts.
+ */
+async function runNamed<R>(
+  pool: pg.Pool,
+  compiled: { sql: string; parameters: readonly unknown[] },
+): Promise<{ rows: R[] }> {
+  let name = statementNames.get(compiled.sql);
+  if (name === undefined) {
+    if (statementNames.size >= 1024) statementNames.clear();
+    name = `board-insert-${createHash('sha256').update(compiled.sql).digest('hex').slice(0, 32)}`;
+    statementNames.set(compiled.sql, name);
+  }
+  const r = await pool.query({ name, text: compiled.sql, values: [...compiled.parameters] });
+  return { rows: r.rows as R[] };
 }
 
 /** SQL expression converting a jsonb-sourced value to the column's stored form. */

@@ -43,6 +43,7 @@ async function mutate(
     idempotencyKey,
     actor: scope.actor,
     cache: ctx.boardMeta,
+    pool: ctx.store.pool,
   });
   ctx.counters.mutations++;
   // Push to this node's watchers at once; other nodes hear of it by NOTIFY or their poll.
