@@ -81,6 +81,8 @@ const seqs = (items: SseItem[]) =>
   events(items)
     .filter((e) => e.event === 'change')
     .map((e) => (e.data as { seq: number }).seq);
+/** Short, so that several heartbeat rounds fit in a test. */
+const HEARTBEAT_MS = 400;
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 for (const storeName of STORES) {
@@ -102,7 +104,11 @@ for (const storeName of STORES) {
       for (const b of ['fan', 'slow']) {
         expect((await cli(['board', 'create', b, '--column', 'body:TEXT'], env)).code).toBe(0);
       }
-      node = await startNode({ ...env, BOARD_WATCH_BUFFER_BYTES: String(BUFFER_BYTES) });
+      node = await startNode({
+        ...env,
+        BOARD_WATCH_BUFFER_BYTES: String(BUFFER_BYTES),
+        BOARD_HEARTBEAT_MS: String(HEARTBEAT_MS),
+      });
     });
 
     it('gives every stream every change once and in order, under concurrent writers and a late joiner', async () => {
@@ -216,6 +222,20 @@ for (const storeName of STORES) {
         until: (its) => seqs(its).at(-1) === last,
       });
       expect(seqs(resumed.items)).toEqual(range(cutAt + 1, last));
+    });
+    it('gives every idle stream its heartbeats (spread over the interval) and changes still reach all', async () => {
+      const at = await head('fan');
+      const streams = Array.from({ length: 40 }, () => new RawWatcher(node.url, 'fan', at));
+      try {
+        const beats = (w: RawWatcher) => w.items().filter((i) => 'comment' in i).length;
+        // Three heartbeat rounds for every stream, then one change for all of them.
+        await Promise.all(streams.map((w) => w.until(() => beats(w) >= 3)));
+        const { watermark } = value<{ watermark: number }>(await insert('fan', [{ id: 'hb-1', body: 'x' }]));
+        await Promise.all(streams.map((w) => w.until(() => seqs(w.items()).includes(watermark))));
+        for (const w of streams) expect(seqs(w.items())).toEqual([watermark]);
+      } finally {
+        for (const w of streams) w.socket.destroy();
+      }
     });
   });
 }

@@ -158,7 +158,7 @@ const statementNames = new Map<string, string>();
 /**
  * Runs a compiled statement as a named prepared statement: Postgres parses and plans it once per
  * connection instead of on every call (planning the single-statement insert's CTEs took about a
- * third of its time; see the README, "Write path"). The name is a digest of the text, so one name
+ * third of its time; see the README, "Writes"). The name is a digest of the text, so one name
  * never stands for two texts.
  */
 async function runNamed<R>(

@@ -139,7 +139,7 @@ const bodyTooLarge = () => boardError('InvalidInput', `request body larger than 
  * The request body as text, at most {@link MAX_BODY_BYTES}. Under the Node server it is read from
  * Node's request stream itself: going through the web `Request` (as `c.req.text()` or Hono's
  * body-limit middleware do) builds a `Request`, a web stream and a stream adapter per request, a
- * measurable share of a point query's time (see the README, "Read path").
+ * measurable share of a point query's time (see the README, "Request bodies").
  */
 async function readBodyText(c: Context<Env>): Promise<string> {
   const incoming = c.env?.incoming;
