@@ -31,6 +31,10 @@ export default defineConfig({
     globalSetup: ['scripts/vitest-global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // Vitest's default, one worker fewer than there are cores, is a single worker on this two-core
+    // machine: the unit suites ran one file at a time (13 min). They mostly wait on PostgreSQL,
+    // child processes and sockets, so three at once take about 8 min. VM suites stay one at a time.
+    maxWorkers: 3,
     projects: [
       {
         extends: true,
