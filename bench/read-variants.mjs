@@ -2,10 +2,14 @@
 // environment (e.g. UV_THREADPOOL_SIZE, the libuv threadpool DuckDB's async calls run on), against
 // the plain node:http + pg endpoint (bench/plain-endpoint.mjs), all on one PostgreSQL 15 server and
 // one board, in the same run: sequential p50/p99 (interleaved request by request), then 32 requests
-// in flight (closed loop, ROUNDS alternating rounds of SECS seconds per side).
+// in flight (closed loop, ROUNDS alternating rounds of SECS seconds per side). For the 32-in-flight
+// rounds it also prints the CPU time per request (user + system, from /proc) of the server process,
+// of all PostgreSQL processes together and of this load generator: on two shared cores the rounds
+// are CPU-bound, so that is where throughput goes.
 // Usage: VARIANTS='{"base":{},"uv16":{"UV_THREADPOOL_SIZE":"16"}}' node bench/read-variants.mjs
 //   a variant's BENCH_BIN: another build's board-node for that variant (e.g. main's, before/after)
-//   ROWS (100000), SECS (3), ROUNDS (3); BOARD_BENCH_BIN: another build's board-node.
+//   ROWS (100000), SECS (3), ROUNDS (3); BOARD_BENCH_BIN: another build's board-node;
+//   BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.
 import { execFile as execFileCb, spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
