@@ -388,6 +388,52 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     expect(evil.result.rows).toEqual([[0]]);
   });
 
+  it('refuses bodies past 64 MiB, declared or streamed, and a body cut off mid-way, with InvalidInput', async () => {
+    const limit = 64 * 1024 * 1024;
+    const head = (extra: string) =>
+      `POST /rpc/mutate.insert HTTP/1.1\r\nHost: x\r\nx-data-board: fuzz\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\n${extra}connection: close\r\n\r\n`;
+    // Declared too large: refused before any of it is read.
+    const declared = await rawHttp(node.url, head(`content-length: ${limit + 1}\r\n`), { keepOpen: true });
+    expect(declared).toMatch(/^HTTP\/1\.1 400 /);
+    expect(declared).toContain(`request body larger than ${limit} bytes`);
+    // Streamed (chunked, no length) past the bound: refused once it crosses it.
+    const chunk = Buffer.alloc(1024 * 1024, 0x20);
+    const chunkFrame = Buffer.concat([
+      Buffer.from(`${chunk.length.toString(16)}\r\n`),
+      chunk,
+      Buffer.from('\r\n'),
+    ]);
+    const streamed = await rawHttp(
+      node.url,
+      Buffer.concat([
+        Buffer.from(head('transfer-encoding: chunked\r\n')),
+        ...Array.from({ length: 65 }, () => chunkFrame),
+        Buffer.from('0\r\n\r\n'),
+      ]),
+    );
+    expect(streamed).toMatch(/^HTTP\/1\.1 400 /);
+    expect(streamed).toContain(`request body larger than ${limit} bytes`);
+    // A client that goes away mid-body: nothing is written, the node carries on (next test).
+    const { port, hostname } = new URL(node.url);
+    await new Promise<void>((resolve) => {
+      const sock = connect(Number(port), hostname, () => {
+        sock.write(`${head('content-length: 1000\r\n')}{"rows":[{"id":"cut-`);
+        setTimeout(() => sock.destroy(), 100);
+      });
+      sock.on('close', () => resolve());
+      sock.on('error', () => resolve());
+    });
+    const cut = value<{ result: { rows: unknown[][] } }>(
+      await rpc(
+        node.url,
+        'query.execute',
+        { sql: "SELECT count(*) FROM {{t}} WHERE id LIKE 'cut-%'", tables: T },
+        { board: 'fuzz', token },
+      ),
+    );
+    expect(cut.result.rows).toEqual([[0]]);
+  });
+
   it('is still healthy afterwards: /health, a write and a read', async () => {
     expect(node.proc.exitCode).toBe(null);
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
@@ -411,7 +457,16 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
 });
 
 /** Sends raw bytes to the node (fetch would normalise the path first) and collects the answer. */
-function rawHttp(url: string, payload: string | Buffer): Promise<string> {
+/**
+ * Sends `payload` on a fresh socket and resolves with everything received until the connection
+ * closes (or 2 s of silence). `keepOpen`: the client does not end its side after the payload (a
+ * body still to come), so the answer is to the request as declared, not to an early end of input.
+ */
+function rawHttp(
+  url: string,
+  payload: string | Buffer,
+  options: { keepOpen?: boolean } = {},
+): Promise<string> {
   const { port, hostname } = new URL(url);
   return new Promise<string>((resolve) => {
     const sock = connect(Number(port), hostname);
@@ -422,6 +477,7 @@ function rawHttp(url: string, payload: string | Buffer): Promise<string> {
     });
     sock.on('close', () => resolve(got));
     sock.on('error', () => resolve(got));
-    sock.end(payload);
+    if (options.keepOpen) sock.write(payload);
+    else sock.end(payload);
   });
 }
