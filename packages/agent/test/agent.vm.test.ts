@@ -8,7 +8,6 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
-  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -22,6 +21,7 @@ import {
   AGENT_BIN,
   AgentProcess,
   buildServiceImage,
+  filesContaining,
   importImage,
   qemuAvailable,
   qemuPids,
@@ -29,21 +29,6 @@ import {
 } from './agent-process.js';
 
 const hasQemu = qemuAvailable();
-
-/** Every file under `dir` (following no symlinks) whose bytes contain `needle`. */
-function filesContaining(dir: string, needle: string): string[] {
-  const hits: string[] = [];
-  const walk = (d: string) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.isFile() && statSync(p).size < 512 * 2 ** 20 && readFileSync(p).includes(needle))
-        hits.push(p);
-    }
-  };
-  walk(dir);
-  return hits;
-}
 
 async function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -89,10 +89,7 @@ export class Snapshots {
       if (kind === 'live')
         await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
-      await rm(dir, { recursive: true, force: true });
-      if (isDiskFull(err))
-        throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
-      throw err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
+      throw await snapshotFailed(dir, err);
     } finally {
       await qmp.execute('cont').catch(() => undefined);
     }
@@ -123,10 +120,7 @@ export class Snapshots {
       await flattenDisk(vm.dir, dir);
       await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
-      await rm(dir, { recursive: true, force: true });
-      if (isDiskFull(err))
-        throw AgentError.diskFull('the host disk is full: the snapshot could not be written');
-      throw err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
+      throw await snapshotFailed(dir, err);
     }
     const meta = await this.writeMeta(vm, snapshotId, 'live', ['disk.qcow2', 'state.bin']);
     this.deps.logger.info({ vm: vm.record.id, snapshot: snapshotId }, 'live snapshot of a paused VM taken');
@@ -217,4 +211,11 @@ function flattenDisk(vmDir: string, dir: string): Promise<unknown> {
     join(vmDir, 'disk.qcow2'),
     join(dir, 'disk.qcow2'),
   ]);
+}
+
+/** Removes a half-written snapshot directory and returns the error to answer for `err`. */
+async function snapshotFailed(dir: string, err: unknown): Promise<unknown> {
+  await rm(dir, { recursive: true, force: true });
+  if (isDiskFull(err)) return AgentError.diskFull('the host disk is full: the snapshot could not be written');
+  return err instanceof CommandError ? AgentError.unavailable(`snapshot failed: ${err.message}`) : err;
 }

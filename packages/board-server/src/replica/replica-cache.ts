@@ -4,11 +4,12 @@ import type { CacheOutcome, Cell, QueryOutcome, SyncResult } from '@board/protoc
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { readRecords } from '../changelog/changes-reader.js';
-import { EncodedJson } from '../encoded-json.js';
+import type { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
+import { encodeOutcome, noSync, type Speculation } from './outcome.js';
 import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
@@ -154,12 +155,10 @@ export class ReplicaCache {
   }
 
   /**
-   * Starts the query on the board's open replica before its head is known, when the board's last
-   * request found the replica at the head and no sync is under way: the head read (a Postgres round
-   * trip) and the query (DuckDB) then run at once. `execute` uses the outcome only if the state it
-   * was computed on (its snapshot's watermark) is at or past the head read for this request, that
-   * is exactly what the request would have read after syncing; otherwise it is dropped and the
-   * request syncs and queries as usual. The replica is acquired; the caller releases it.
+   * Starts the query on the open replica before the head is known, when the board's last request
+   * found it at the head and no sync is under way (README, "Query beside its head read"): `execute`
+   * uses the outcome only if its snapshot is at or past this request's head, else it syncs as
+   * usual. The replica is acquired; the caller releases it.
    */
   private speculate(
     board: string,
@@ -177,8 +176,8 @@ export class ReplicaCache {
   }
 
   /**
-   * The outcome of a query, around its rows (already JSON, written as they are), in the field
-   * order of QueryOutcome. Samples the replica's memory use when it changed, else now and then.
+   * The encoded outcome of a query; samples the replica's memory use when it changed, else now
+   * and then.
    */
   private async answer(
     board: string,
@@ -200,22 +199,7 @@ export class ReplicaCache {
         this.enforceBudget(board);
       });
     }
-    const { result, watermark } = snapshot;
-    const rest: Omit<QueryOutcome, 'result'> = {
-      sync,
-      cache,
-      syncMs: round(syncMs),
-      queryMs: round(queryMs),
-      watermark,
-    };
-    const tail = JSON.stringify(rest);
-    const parts: Buffer[] = [Buffer.from(`{"result":{"columns":${JSON.stringify(result.columns)},"rows":[`)];
-    result.chunks.forEach((chunk, i) => {
-      if (i > 0) parts.push(COMMA);
-      parts.push(chunk);
-    });
-    parts.push(Buffer.from(`]},${tail.slice(1)}`));
-    return new EncodedJson<QueryOutcome>(parts);
+    return encodeOutcome(snapshot, { sync, cache, syncMs, queryMs });
   }
 
   /** Closes every open replica (one still running a query closes when that query ends). */
@@ -413,20 +397,4 @@ export class ReplicaCache {
       if (this.locks.get(board) === settled) this.locks.delete(board);
     }
   }
-}
-
-const COMMA = Buffer.from(',');
-
-/** A query run ahead of its head read: its result or failure, and the watermark it was computed at. */
-type Speculation = { doneAt: number } & (
-  | { snapshot: SnapshotResult; at: number }
-  | { error: unknown; at: number | undefined }
-);
-
-function noSync(at: number): SyncResult {
-  return { mode: 'none', from: at, to: at, applied: 0 };
-}
-
-function round(ms: number): number {
-  return Math.round(ms * 1000) / 1000;
 }
