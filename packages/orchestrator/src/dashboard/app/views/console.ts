@@ -20,7 +20,16 @@ export function openConsole(main: HTMLElement, env: Environment): void {
   ws.binaryType = 'arraybuffer';
   ws.onmessage = (m) => term.write(new Uint8Array(m.data as ArrayBuffer));
   ws.onclose = () => term.write('\r\n[console closed]\r\n');
-  term.onData((d) => ws.readyState === WebSocket.OPEN && ws.send(new TextEncoder().encode(d)));
+  // Keys typed while the connection is still opening are sent once it is open, not dropped.
+  const early: Uint8Array[] = [];
+  ws.onopen = () => {
+    for (const bytes of early.splice(0)) ws.send(bytes);
+  };
+  term.onData((d) => {
+    const bytes = new TextEncoder().encode(d);
+    if (ws.readyState === WebSocket.OPEN) ws.send(bytes);
+    else if (ws.readyState === WebSocket.CONNECTING) early.push(bytes);
+  });
   close.addEventListener('click', () => {
     ws.close();
     term.dispose();
