@@ -153,22 +153,30 @@ try {
   const calls = {
     plain: () => post(plain, '/rpc/query.execute', { 'x-plain-table': table }, { sql, params: [id()] }),
   };
+  /** The node's own account of each sequential query (`syncMs`: head read; `queryMs`: DuckDB). */
+  const own = Object.fromEntries(Object.keys(nodes).map((k) => [k, { syncMs: [], queryMs: [] }]));
+  let sequential = false;
   for (const [name, base] of Object.entries(nodes))
-    calls[name] = () =>
-      post(
+    calls[name] = async () => {
+      const v = await post(
         base,
         '/rpc/query.execute',
         { 'x-data-board': 'b' },
         { sql, tables: [{ token: 't', entity: 'items' }], params: [id()] },
       );
+      if (sequential) for (const f of ['syncMs', 'queryMs']) own[name][f].push(v[f]);
+      return v;
+    };
   for (const call of Object.values(calls)) for (let i = 0; i < 300; i++) await call();
   const seq = Object.fromEntries(Object.keys(calls).map((k) => [k, []]));
+  sequential = true;
   for (let i = 0; i < 400; i++)
     for (const [k, call] of Object.entries(calls)) {
       const t = performance.now();
       await call();
       seq[k].push(performance.now() - t);
     }
+  sequential = false;
   const conc = Object.fromEntries(Object.keys(calls).map((k) => [k, []]));
   const cpu = Object.fromEntries(Object.keys(calls).map((k) => [k, { server: 0, pg: 0, client: 0 }]));
   const baseOf = { plain, ...nodes };
@@ -189,6 +197,16 @@ try {
     console.log(
       `| ${k} | ${q(seq[k], 0.5).toFixed(2)} ms | ${q(seq[k], 0.99).toFixed(2)} ms | ${rps.toFixed(0)} | ${q(conc[k], 0.99).toFixed(1)} ms | ${(rps / prps).toFixed(2)}x | ${['server', 'pg', 'client'].map((p) => ((cpu[k][p] * 1000) / conc[k].length).toFixed(3)).join(' / ')} |`,
     );
+  }
+  for (const [name, base] of Object.entries(nodes)) {
+    console.log(
+      `${name}: sequential, as the node reports it: p50 syncMs ${q(own[name].syncMs, 0.5).toFixed(2)}, queryMs ${q(own[name].queryMs, 0.5).toFixed(2)}`,
+    );
+    const r = (await post(base, '/rpc/node.stats', { 'x-data-board': 'b' }, {})).replicas;
+    if (r.batches !== undefined)
+      console.log(
+        `${name}: ${r.batchedQueries} point queries answered in ${r.batches} batches (${(r.batchedQueries / Math.max(1, r.batches)).toFixed(1)} per batch)`,
+      );
   }
 } finally {
   for (const f of cleanups.reverse()) await f().catch(() => {});

@@ -8,8 +8,10 @@ import {
 } from '@duckdb/node-api';
 import { BoardError, boardError } from '../errors.js';
 import { refineDuckError } from './duck-errors.js';
+import { type KeyedLookup, type KeyKind, keyedLookup } from './keyed-lookup.js';
+import { PlanCache } from './plan-cache.js';
 import { isReadStatement } from './query-guard.js';
-import { type EncodedResult, type QueryLimits, readResult } from './result-reader.js';
+import { type EncodedResult, type QueryLimits, readResult, readResultsByKey } from './result-reader.js';
 import { checkSources } from './source-guard.js';
 
 /** Prepared read statements kept per reader connection (by SQL text). */
@@ -29,6 +31,22 @@ export function failedAt(err: unknown): number | undefined {
   return err instanceof Error ? (err as ReadFailure)[FAILED_AT] : undefined;
 }
 
+/** Largest batch of keys one point-lookup statement takes (see {@link ReadConnection.queryBatch}). */
+export const MAX_BATCH = 64;
+
+/** A point lookup whose single runs came back small, with their columns: it may run batched. */
+export interface BatchEntry {
+  lookup: KeyedLookup;
+  columns: string[];
+  types: string[];
+}
+
+/** What a replica's reader connections share: its batchable statements, its columns' key kinds. */
+export interface SharedReads {
+  lookups: Map<string, BatchEntry>;
+  kindOf(column: string): KeyKind | undefined;
+}
+
 /** A query's encoded result and the replica watermark of the snapshot it read. */
 export interface SnapshotResult {
   result: EncodedResult;
@@ -43,17 +61,20 @@ export interface SnapshotResult {
  * connections serve one replica in parallel; each keeps its own prepared-statement cache.
  */
 export class ReadConnection {
-  /**
-   * Prepared statements by SQL text, with the replica generation they were planned at: DuckDB bakes
-   * table statistics into a plan (a perfect-hash GROUP BY sizes its table from min/max), so a plan
-   * is reused only while no change batch was applied since, and re-planned after one. Statements
-   * run in a snapshot transaction (a batch was being applied) are planned afresh and not kept.
-   */
-  private readonly statements = new Map<string, { prepared: DuckDBPreparedStatement; generation: number }>();
+  /** Checked read statements (see {@link PlanCache}); one evicted is checked again when next run. */
+  private readonly statements = new PlanCache(STATEMENT_CACHE, (sqlText) => {
+    this.checked.delete(sqlText);
+    this.small.delete(sqlText);
+    this.candidates.delete(sqlText);
+  });
   /** SQL texts that passed the statement and source checks (re-planning needs no re-check). */
   private readonly checked = new Set<string>();
   /** SQL texts whose last result was small: they run materialized (see `query`). */
   private readonly small = new Set<string>();
+  /** Checked SQL texts that are point lookups (`keyed-lookup.ts`), before their first result. */
+  private readonly candidates = new Map<string, KeyedLookup>();
+  /** Batched statements (`keyed-lookup.ts`) by their SQL text. */
+  private readonly batches = new PlanCache(STATEMENT_CACHE);
   /** `json_serialize_sql` prepared once per connection, for {@link checkParseTree}. */
   private serializer: DuckDBPreparedStatement | undefined;
   private snapshot: DuckDBPreparedStatement | undefined;
@@ -64,6 +85,7 @@ export class ReadConnection {
     private readonly conn: DuckDBConnection,
     private readonly path: string,
     private readonly metaTable: string,
+    private readonly shared: SharedReads,
   ) {}
 
   /**
@@ -83,6 +105,74 @@ export class ReadConnection {
     schemaVersion: number,
     known?: { watermark: number; generation: number },
   ): Promise<SnapshotResult> {
+    const { value, watermark } = await this.inSnapshot(limits, schemaVersion, known, async (run) => {
+      const prepared = await this.prepareRead(sqlText, known?.generation);
+      if (known === undefined) run.owned.push(prepared);
+      run.deadline();
+      if (prepared.parameterCount !== params.length) {
+        throw boardError(
+          'InvalidInput',
+          `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
+        );
+      }
+      if (params.length > 0) prepared.bind(params);
+      return await this.execute(sqlText, prepared, limits, run.deadline);
+    });
+    return { result: value, watermark };
+  }
+
+  /**
+   * Runs a point lookup (`shared.lookups`) for several keys at once, as one DuckDB statement (see
+   * `keyed-lookup.ts`), in one snapshot as {@link query} does; returns each key's result in the
+   * order of `keys`, undefined for a key whose rows are beyond the limits (the caller runs that
+   * one on its own, for the exact error). Undefined altogether when the batch's columns are not
+   * the statement's own (then nothing is batched for it again) or it returned more than
+   * {@link SMALL_ROWS} rows per key.
+   */
+  async queryBatch(
+    sqlText: string,
+    keys: (string | number)[],
+    limits: QueryLimits,
+    schemaVersion: number,
+    known?: { watermark: number; generation: number },
+  ): Promise<{ results: (EncodedResult | undefined)[]; watermark: number } | undefined> {
+    const entry = this.shared.lookups.get(sqlText);
+    if (!entry) return undefined;
+    const k = batchSize(keys.length);
+    const { value, watermark } = await this.inSnapshot(limits, schemaVersion, known, async (run) => {
+      const prepared = await this.prepareBatch(entry.lookup.sql(k), known?.generation);
+      if (known === undefined) run.owned.push(prepared);
+      for (let i = 0; i < k; i++) {
+        const key = keys[Math.min(i, keys.length - 1)]!;
+        if (typeof key === 'string') prepared.bindVarchar(i + 1, key);
+        else prepared.bindBigInt(i + 1, BigInt(key));
+      }
+      const result = await prepared.run();
+      run.deadline();
+      const names = result.columnNames().slice(1);
+      const types = result.columnTypes().slice(1).map(String);
+      if (!sameList(names, entry.columns) || !sameList(types, entry.types)) {
+        this.shared.lookups.delete(sqlText);
+        return undefined;
+      }
+      if (result.rowCount > keys.length * SMALL_ROWS) return undefined;
+      return readResultsByKey(result, keys, entry.columns, limits);
+    });
+    return value && { results: value, watermark };
+  }
+
+  /**
+   * The frame of every read: the deadline (`limits.timeoutMs`, then `QueryTimeout`), the snapshot
+   * transaction (unless the caller vouches for `known`, see {@link query}) and its watermark, and
+   * the failure's refinement. `body` runs the statement; statements it lists in `owned` are
+   * destroyed afterwards.
+   */
+  private async inSnapshot<T>(
+    limits: QueryLimits,
+    schemaVersion: number,
+    known: { watermark: number; generation: number } | undefined,
+    body: (run: { deadline: () => void; owned: DuckDBPreparedStatement[] }) => Promise<T>,
+  ): Promise<{ value: T; watermark: number }> {
     if (schemaVersion !== this.schemaVersion) {
       this.clearStatements();
       this.schemaVersion = schemaVersion;
@@ -97,7 +187,7 @@ export class ReadConnection {
       if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
     };
     let open = false;
-    let owned: DuckDBPreparedStatement | undefined;
+    const owned: DuckDBPreparedStatement[] = [];
     let watermark = known?.watermark;
     try {
       if (watermark === undefined) {
@@ -107,22 +197,12 @@ export class ReadConnection {
         const meta = await this.snapshot.runAndReadAll();
         watermark = Number(meta.getRows()[0]?.[0] ?? 0);
       }
-      const prepared = await this.prepareRead(sqlText, known?.generation);
-      if (known === undefined) owned = prepared;
-      deadline();
-      if (prepared.parameterCount !== params.length) {
-        throw boardError(
-          'InvalidInput',
-          `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
-        );
-      }
-      if (params.length > 0) prepared.bind(params);
-      const result = await this.execute(sqlText, prepared, limits, deadline);
+      const value = await body({ deadline, owned });
       if (open) {
         open = false;
         await conn.run('COMMIT');
       }
-      return { result, watermark };
+      return { value, watermark };
     } catch (err) {
       // A result abandoned half-read would keep its pipeline running until the next statement.
       if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
@@ -134,7 +214,7 @@ export class ReadConnection {
       throw failure;
     } finally {
       clearTimeout(timer);
-      owned?.destroySync();
+      for (const p of owned) p.destroySync();
     }
   }
 
@@ -156,10 +236,12 @@ export class ReadConnection {
     deadline: () => void,
   ): Promise<EncodedResult> {
     let result: EncodedResult | undefined;
+    let types: () => string[] = () => [];
     if (this.small.has(sqlText)) {
       try {
         const materialized = await prepared.run();
         deadline();
+        types = () => materialized.columnTypes().map(String);
         result = await readResult(
           materialized.columnNames(),
           materializedChunks(materialized),
@@ -174,10 +256,20 @@ export class ReadConnection {
     if (!result) {
       const stream = await prepared.stream();
       deadline();
+      types = () => stream.columnTypes().map(String);
       result = await readResult(stream.columnNames(), () => stream.fetchChunk(), limits, deadline);
     }
-    if (result.rowCount <= SMALL_ROWS && result.bytes <= SMALL_BYTES) this.small.add(sqlText);
-    else this.small.delete(sqlText);
+    const lookup = this.candidates.get(sqlText);
+    if (result.rowCount <= SMALL_ROWS && result.bytes <= SMALL_BYTES) {
+      this.small.add(sqlText);
+      if (lookup && !this.shared.lookups.has(sqlText)) {
+        if (this.shared.lookups.size >= 4 * STATEMENT_CACHE) this.shared.lookups.clear();
+        this.shared.lookups.set(sqlText, { lookup, columns: result.columns, types: types() });
+      }
+    } else {
+      this.small.delete(sqlText);
+      this.shared.lookups.delete(sqlText);
+    }
     return result;
   }
 
@@ -191,15 +283,8 @@ export class ReadConnection {
     sqlText: string,
     generation: number | undefined,
   ): Promise<DuckDBPreparedStatement> {
-    const cached = this.statements.get(sqlText);
-    if (cached && generation !== undefined) {
-      this.statements.delete(sqlText);
-      if (cached.generation === generation) {
-        this.statements.set(sqlText, cached);
-        return cached.prepared;
-      }
-      cached.prepared.destroySync();
-    }
+    const cached = this.statements.take(sqlText, generation);
+    if (cached) return cached;
     if (this.checked.has(sqlText)) {
       return this.remember(sqlText, generation, await this.conn.prepare(sqlText));
     }
@@ -212,13 +297,16 @@ export class ReadConnection {
     if (!isReadStatement(sqlText)) {
       throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
     }
-    await this.checkParseTree(sqlText);
+    const statements = await this.checkParseTree(sqlText);
     const prepared = await extracted.prepare(0);
     if (prepared.statementType !== StatementType.SELECT) {
       prepared.destroySync();
       throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
     }
-    return this.remember(sqlText, generation, prepared);
+    const lookup = keyedLookup(statements, (c) => this.shared.kindOf(c));
+    const remembered = this.remember(sqlText, generation, prepared);
+    if (lookup) this.candidates.set(sqlText, lookup);
+    return remembered;
   }
 
   private remember(
@@ -229,22 +317,26 @@ export class ReadConnection {
     if (this.checked.size >= 4 * STATEMENT_CACHE) {
       this.checked.clear();
       this.small.clear();
+      this.candidates.clear();
     }
     this.checked.add(sqlText);
-    if (generation === undefined) return prepared;
-    this.statements.set(sqlText, { prepared, generation });
-    if (this.statements.size > STATEMENT_CACHE) {
-      const oldest = this.statements.keys().next().value as string;
-      this.statements.get(oldest)?.prepared.destroySync();
-      this.statements.delete(oldest);
-      this.checked.delete(oldest);
-      this.small.delete(oldest);
-    }
-    return prepared;
+    return this.statements.keep(sqlText, generation, prepared);
   }
 
-  /** Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources. */
-  private async checkParseTree(sqlText: string): Promise<void> {
+  /** A batched statement: generated from a checked one, so not checked again. */
+  private async prepareBatch(
+    sqlText: string,
+    generation: number | undefined,
+  ): Promise<DuckDBPreparedStatement> {
+    const cached = this.batches.take(sqlText, generation);
+    return cached ?? this.batches.keep(sqlText, generation, await this.conn.prepare(sqlText));
+  }
+
+  /**
+   * Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources; returns
+   * the parsed statements.
+   */
+  private async checkParseTree(sqlText: string): Promise<Parameters<typeof keyedLookup>[0]> {
     this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
     this.serializer.bind([sqlText]);
     const reader = await this.serializer.runAndReadAll();
@@ -256,14 +348,17 @@ export class ReadConnection {
         `Parser Error: ${tree.error_message ?? 'the query could not be parsed'}`,
       );
     }
-    checkSources((tree.statements ?? null) as Parameters<typeof checkSources>[0]);
+    const statements = (tree.statements ?? null) as Parameters<typeof checkSources>[0];
+    checkSources(statements);
+    return statements;
   }
 
   private clearStatements(): void {
-    for (const st of this.statements.values()) st.prepared.destroySync();
     this.statements.clear();
+    this.batches.clear();
     this.checked.clear();
     this.small.clear();
+    this.candidates.clear();
     this.serializer?.destroySync();
     this.serializer = undefined;
     this.snapshot?.destroySync();
@@ -285,3 +380,13 @@ function materializedChunks(result: DuckDBMaterializedResult): () => DuckDBDataC
   let next = 0;
   return () => (next < result.chunkCount ? result.getChunk(next++) : null);
 }
+
+/** The batch size for `n` keys: the next power of two (at least 2), so that few statements are planned. */
+function batchSize(n: number): number {
+  let k = 2;
+  while (k < n) k *= 2;
+  return Math.min(k, MAX_BATCH);
+}
+
+const sameList = (a: string[], b: string[]): boolean =>
+  a.length === b.length && a.every((x, i) => x === b[i]);

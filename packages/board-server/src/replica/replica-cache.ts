@@ -50,6 +50,8 @@ export class ReplicaCache {
   private readonly atHead = new Set<string>();
   private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
+  /** Point lookups answered in batches, over all replicas (`reader-pool.ts`). */
+  readonly batching = { batches: 0, batchedQueries: 0 };
   private readonly heads: HeadReader;
 
   constructor(
@@ -306,6 +308,7 @@ export class ReplicaCache {
     } else {
       this.counters[cache]++;
     }
+    replica.batchStats = this.batching;
     replica.acquire();
     this.touch(board, replica);
     return { replica, cache, sync };

@@ -13,16 +13,16 @@ import type {
 import { type DuckDBAppender, type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
 import { appendRow } from './append-row.js';
+import { keyKind } from './keyed-lookup.js';
 import { REPLICA_TABLE } from './query-guard.js';
-import { ReadConnection, type SnapshotResult } from './read-connection.js';
+import type { SnapshotResult } from './read-connection.js';
+import { ReaderPool } from './reader-pool.js';
 import type { QueryLimits } from './result-reader.js';
 
 export type { SnapshotResult } from './read-connection.js';
 export type { EncodedResult, QueryLimits } from './result-reader.js';
 
 const META_TABLE = 'replica_meta';
-/** Reader connections per replica (queries beyond wait for one). */
-const MAX_READERS = 4;
 
 /**
  * Settings every replica is opened with. The query path relies on them: no file system or network
@@ -47,10 +47,8 @@ function instanceOptions(memoryLimitMb: number): Record<string, string> {
  * the cache); reader connections serve queries in parallel, each in a snapshot.
  */
 export class Replica {
-  private readonly idle: ReadConnection[] = [];
-  private readonly waiting: ((reader: ReadConnection) => void)[] = [];
   private readonly drainedWaiters: (() => void)[] = [];
-  private readers = 0;
+  private readonly readers: ReaderPool;
   private users = 0;
   private retired = false;
   private closed = false;
@@ -66,7 +64,26 @@ export class Replica {
     private readonly conn: DuckDBConnection,
     public watermark: number,
     public columns: ColumnDef[],
-  ) {}
+  ) {
+    const self = this;
+    this.readers = new ReaderPool(() => instance.connect(), path, META_TABLE, {
+      get generation() {
+        return self.generation;
+      },
+      get watermark() {
+        return self.watermark;
+      },
+      get schemaVersion() {
+        return self.schemaVersion;
+      },
+      kindOf: (name) => keyKind(self.columns, name),
+    });
+  }
+
+  /** Queries batched on this replica (see {@link ReaderPool}); the cache sums them over replicas. */
+  set batchStats(stats: { batches: number; batchedQueries: number }) {
+    this.readers.stats = stats;
+  }
 
   /** Opens the replica file, or returns undefined if it is missing or unreadable (then rebuild). */
   static async open(path: string, boardNo: number, memoryLimitMb: number): Promise<Replica | undefined> {
@@ -203,7 +220,10 @@ export class Replica {
       flush();
       await this.writeMeta(watermark, columns);
       await conn.run('COMMIT');
-      if (columns !== this.columns) this.schemaVersion++;
+      if (columns !== this.columns) {
+        this.schemaVersion++;
+        this.readers.forgetStatements();
+      }
       this.watermark = watermark;
       this.columns = columns;
     } catch (err) {
@@ -219,9 +239,10 @@ export class Replica {
 
   /**
    * Runs one read-only statement on a reader connection of its own, in one snapshot (see
-   * {@link ReadConnection}): readers run in parallel with each other and with {@link apply}, and
-   * the returned watermark is that of the state the query read. At most {@link MAX_READERS} reader
-   * connections exist per replica; further queries wait for one.
+   * `ReadConnection`): readers run in parallel with each other and with {@link apply}, and the
+   * returned watermark is that of the state the query read. A few reader connections exist per
+   * replica; further queries wait for one, and waiting point lookups of one statement run as one
+   * batch ({@link ReaderPool}).
    *
    * Fast path: {@link generation} is odd while a batch is being applied and moves on both edges.
    * When it is even before the statement starts and unchanged after its result is read, no batch
@@ -231,49 +252,7 @@ export class Replica {
    * does a statement that failed on the fast path while a batch was applied.
    */
   async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<SnapshotResult> {
-    const reader = this.idle.pop() ?? (await this.newReader());
-    try {
-      const started = performance.now();
-      const generation = this.generation;
-      if (generation % 2 === 0) {
-        const known = { watermark: this.watermark, generation };
-        try {
-          const out = await reader.query(sqlText, params, limits, this.schemaVersion, known);
-          if (this.generation === generation) return out;
-        } catch (err) {
-          // A batch committed while the statement ran: its plan's statistics may predate rows it
-          // read (a perfect-hash GROUP BY then fails). Run it again in a snapshot; else it is final.
-          if (this.generation === generation) throw err;
-        }
-      }
-      const left = Math.max(1, limits.timeoutMs - (performance.now() - started));
-      return await reader.query(sqlText, params, { ...limits, timeoutMs: left }, this.schemaVersion);
-    } finally {
-      this.releaseReader(reader);
-    }
-  }
-
-  private async newReader(): Promise<ReadConnection> {
-    if (this.readers >= MAX_READERS) {
-      return await new Promise<ReadConnection>((resolve) => this.waiting.push(resolve));
-    }
-    this.readers++;
-    try {
-      return new ReadConnection(await this.instance.connect(), this.path, META_TABLE);
-    } catch (err) {
-      this.readers--;
-      throw err;
-    }
-  }
-
-  private releaseReader(reader: ReadConnection): void {
-    if (this.closed) {
-      reader.close();
-      return;
-    }
-    const next = this.waiting.shift();
-    if (next) next(reader);
-    else this.idle.push(reader);
+    return await this.readers.query(sqlText, params, limits);
   }
 
   /** Marks the replica as used by one more request; {@link release} undoes it. */
@@ -323,13 +302,7 @@ export class Replica {
   private closeNow(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const r of this.idle.splice(0)) {
-      try {
-        r.close();
-      } catch {
-        // closing the instance below releases it anyway
-      }
-    }
+    this.readers.close();
     try {
       this.conn.closeSync();
     } finally {

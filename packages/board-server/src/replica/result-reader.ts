@@ -1,5 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { DuckDBDataChunk } from '@duckdb/node-api';
+import type { Cell } from '@board/protocol';
+import type { DuckDBDataChunk, DuckDBMaterializedResult } from '@duckdb/node-api';
 import { boardError } from '../errors.js';
 import { toCell } from './duck-values.js';
 
@@ -76,4 +77,38 @@ export async function readResult(
     }
   }
   return { columns, rowCount, bytes, chunks };
+}
+
+/**
+ * Splits a batched point lookup's rows (key first, `keyed-lookup.ts`) by key and encodes each key's
+ * rows as {@link readResult} would have for that key's statement alone; undefined for a key whose
+ * rows exceed the limits.
+ */
+export function readResultsByKey(
+  result: DuckDBMaterializedResult,
+  keys: (string | number)[],
+  columns: string[],
+  limits: QueryLimits,
+): (EncodedResult | undefined)[] {
+  const rows = new Map<Cell, string[]>(keys.map((k) => [k, []]));
+  for (let c = 0; c < result.chunkCount; c++) {
+    const chunk = result.getChunk(c);
+    const vectors = Array.from({ length: chunk.columnCount }, (_v, i) => chunk.getColumnVector(i));
+    const [keyVector, ...rest] = vectors;
+    for (let r = 0; r < chunk.rowCount; r++) {
+      rows.get(toCell(keyVector!.getItem(r)))?.push(JSON.stringify(rest.map((v) => toCell(v.getItem(r)))));
+    }
+  }
+  return keys.map((k) => {
+    const encoded = rows.get(k)!;
+    let bytes = 0;
+    for (const row of encoded) bytes += Buffer.byteLength(row) + 1;
+    if (encoded.length > limits.maxRows || bytes > limits.maxBytes) return undefined;
+    return {
+      columns,
+      rowCount: encoded.length,
+      bytes,
+      chunks: encoded.length === 0 ? [] : [Buffer.from(encoded.join(','))],
+    };
+  });
 }

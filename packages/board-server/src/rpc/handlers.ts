@@ -75,7 +75,7 @@ export const handlers: { [P in ProcedureName]: Handler<P> } = {
       queries: ctx.counters.queries,
       mutations: ctx.counters.mutations,
       watchers: ctx.watch.watcherCount,
-      replicas: { ...ctx.replicas.stats(), ...ctx.replicas.counters },
+      replicas: { ...ctx.replicas.stats(), ...ctx.replicas.counters, ...ctx.replicas.batching },
     };
   },
 };
