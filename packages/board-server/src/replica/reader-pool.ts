@@ -210,10 +210,15 @@ export class ReaderPool {
         group.length > 1
           ? this.batch(reader, group)
           : this.single(reader, first.sqlText, first.params, first.limits).then(first.resolve, first.reject);
-      void served.finally(() => {
-        if (lookup) this.done(first.sqlText);
-        this.release(reader);
-      });
+      void served
+        .catch((err: unknown) => {
+          // Not expected (failures are each waiter's answer), but no waiter may be left hanging.
+          for (const w of group) w.reject(err);
+        })
+        .finally(() => {
+          if (lookup) this.done(first.sqlText);
+          this.release(reader);
+        });
     }
   }
 

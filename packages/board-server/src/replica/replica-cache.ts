@@ -16,8 +16,8 @@ import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
 const CHANGE_PAGE = 500;
-/** Requests on an unchanged replica between two samples of its memory use. */
-const MEMORY_SAMPLE_EVERY = 32;
+/** Time between two samples of an unchanged replica's memory use, in ms. */
+const MEMORY_SAMPLE_MS = 1000;
 
 /** Budget of open replicas. */
 export interface ReplicaBudget {
@@ -44,7 +44,8 @@ export class ReplicaCache {
   private readonly open = new Map<string, Replica>();
   /** Memory each open replica held after its last request, in bytes. */
   private readonly memory = new Map<string, number>();
-  private readonly requestsSinceSample = new Map<string, number>();
+  /** When each open replica's memory was last sampled (`performance.now()`). */
+  private readonly sampledAt = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Boards whose last request found the open replica at the head (see {@link speculate}). */
   private readonly atHead = new Set<string>();
@@ -190,16 +191,20 @@ export class ReplicaCache {
     syncMs: number,
     queryMs: number,
   ): Promise<EncodedJson<QueryOutcome>> {
-    // Sampling memory costs a DuckDB round trip: do it when the replica changed, else now and then.
-    const requests = (this.requestsSinceSample.get(board) ?? 0) + 1;
-    this.requestsSinceSample.set(board, requests);
-    if (sync.mode !== 'none' || cache !== 'hit' || requests >= MEMORY_SAMPLE_EVERY) {
-      this.requestsSinceSample.set(board, 0);
-      await this.withLock(board, async () => {
+    // Sampling memory costs a DuckDB round trip and the board's lock: when the replica changed, before
+    // answering (the budget is enforced at once); else at most once a second, beside the answer.
+    const changed = sync.mode !== 'none' || cache !== 'hit';
+    const now = performance.now();
+    if (changed || now - (this.sampledAt.get(board) ?? 0) >= MEMORY_SAMPLE_MS) {
+      this.sampledAt.set(board, now);
+      const sampled = this.withLock(board, async () => {
         if (this.open.get(board) !== replica) return;
         this.memory.set(board, await replica.memoryBytes());
         this.enforceBudget(board);
       });
+      if (changed) await sampled;
+      else
+        void sampled.catch((err: unknown) => this.log.warn({ err, board }, 'sampling replica memory failed'));
     }
     return encodeOutcome(snapshot, { sync, cache, syncMs, queryMs });
   }
@@ -385,7 +390,7 @@ export class ReplicaCache {
   private forget(board: string): void {
     this.open.delete(board);
     this.memory.delete(board);
-    this.requestsSinceSample.delete(board);
+    this.sampledAt.delete(board);
     this.atHead.delete(board);
   }
 
