@@ -10,137 +10,32 @@
 // server binaries (scripts/test.sh installs them) and a build (`npm run build`).
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
-import { execFile as execFileCb, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { TestPostgres } from '@support/pg/test-server';
 import pg from 'pg';
+import {
+  cleanups,
+  boardCli as cli,
+  closedLoop,
+  plainRpc,
+  quantile,
+  rpc,
+  startBoardNode,
+  startPlain as startPlainProcess,
+  startPostgres as startPostgresServer,
+} from './lib/board.mjs';
 
-const execFile = promisify(execFileCb);
-const ROOT = resolve(import.meta.dirname, '..');
-/** BOARD_BENCH_BIN: another build's board-node (e.g. main's, for a before/after run). */
-const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c', 'd'];
 /** Rows of the GROUP BY / point-query board (BENCH_ROWS shrinks it for a smoke run). */
 const ROWS_B = Number(process.env.BENCH_ROWS ?? 1_000_000);
-const PLAIN = join(ROOT, 'bench/plain-endpoint.mjs');
-const cleanups = [];
 
 const median = (xs) => quantile(xs, 0.5);
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 const ms = (x) => `${x.toFixed(2)} ms`;
 
 /** A PostgreSQL 15 server on a free loopback port (durable, as in production), removed at the end. */
-async function startPostgres() {
-  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200', shared_buffers: '512MB' });
-  cleanups.push(() => server.destroy());
-  return server.url();
-}
-
-async function startNode(url, id) {
-  const dataDir = await mkdtemp(join(tmpdir(), 'board-bench-node-'));
-  // BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const proc = spawn(process.execPath, [...nodeArgs, BIN], {
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: url,
-      BOARD_DATA_DIR: dataDir,
-      BOARD_PORT: '0',
-      BOARD_AUTH: 'off',
-      BOARD_NODE_ID: id,
-      BOARD_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const base = await new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`board-node exited ${c}`)));
-  });
-  cleanups.push(async () => {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  return base;
-}
-
+const startPostgres = () => startPostgresServer({ shared_buffers: '512MB' });
+/** A board-node (BOARD_BENCH_BIN: another build's, e.g. main's, for a before/after run). */
+const startNode = async (url, id) => (await startBoardNode(url, { id })).base;
 /** The plain endpoint (bench/plain-endpoint.mjs) as a child process on the same Postgres. */
-async function startPlain(url) {
-  const proc = spawn(process.execPath, [PLAIN], {
-    env: { PATH: process.env.PATH, DATABASE_URL: url },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const base = await new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`plain endpoint exited ${c}`)));
-  });
-  cleanups.push(async () => {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-  });
-  return base;
-}
-
-async function plainRpc(base, table, procedure, body) {
-  const res = await fetch(`${base}/rpc/${procedure}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-plain-table': table },
-    body: JSON.stringify(body),
-  });
-  const env = await res.json();
-  if (env.status !== 'ok') throw new Error(`plain ${procedure}: ${JSON.stringify(env.error)}`);
-  return env.value;
-}
-
-/** `inFlight` workers issuing `call(i)` back to back for `seconds`: throughput and latencies. */
-async function closedLoop(inFlight, seconds, call) {
-  const lat = [];
-  const end = performance.now() + seconds * 1000;
-  let n = 0;
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        await call(n++);
-        lat.push(performance.now() - t);
-      }
-    }),
-  );
-  return { rps: lat.length / seconds, lat };
-}
-
-async function cli(args, url) {
-  await execFile(process.execPath, [BIN, ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: tmpdir(), BOARD_LOG_LEVEL: 'warn' },
-  });
-}
-
-async function rpc(base, board, procedure, body) {
-  const res = await fetch(`${base}/rpc/${procedure}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-data-board': board },
-    body: JSON.stringify(body),
-  });
-  const env = await res.json();
-  if (env.status !== 'ok') throw new Error(`${procedure}: ${JSON.stringify(env.error)}`);
-  return env.value;
-}
+const startPlain = async (url) => (await startPlainProcess(url)).base;
 
 async function load(base, board, n, make) {
   const batch = 10_000;
@@ -186,7 +81,7 @@ async function main() {
   const url = await startPostgres();
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  cleanups.push(() => client.end());
+  cleanups.add(() => client.end());
   await cli(['board', 'create', 'bench_a', '--column', 'title:TEXT', '--column', 'n:INTEGER'], url);
   await cli(['board', 'create', 'bench_b', '--column', 'grp:INTEGER', '--column', 'val:DOUBLE'], url);
   await cli(['board', 'create', 'bench_c', '--column', 'title:TEXT', '--column', 'n:INTEGER'], url);
@@ -447,5 +342,5 @@ async function scale(client, url, nodeA, loadB, groupSql) {
 try {
   await main();
 } finally {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
+  await cleanups.run();
 }

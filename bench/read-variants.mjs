@@ -10,22 +10,25 @@
 //   a variant's BENCH_BIN: another build's board-node for that variant (e.g. main's, before/after)
 //   ROWS (100000), SECS (3), ROUNDS (3); BOARD_BENCH_BIN: another build's board-node;
 //   BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.
-import { execFile as execFileCb, spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { TestPostgres } from '@support/pg/test-server';
+import { readdir, readFile } from 'node:fs/promises';
 import pg from 'pg';
+import {
+  boardCli,
+  cleanups,
+  closedLoop,
+  NODE_BIN,
+  plainRpc,
+  quantile as q,
+  rpc,
+  startBoardNode,
+  startPlain,
+  startPostgres,
+} from './lib/board.mjs';
 
-const execFile = promisify(execFileCb);
-const ROOT = resolve(import.meta.dirname, '..');
-const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
 const N = Number(process.env.ROWS ?? 100000);
 const SECS = Number(process.env.SECS ?? 3);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const VARIANTS = JSON.parse(process.env.VARIANTS ?? '{"base":{}}');
-const cleanups = [];
 /** Server pid by base URL, for CPU accounting. */
 const pids = new Map();
 const TICK = 100; // USER_HZ
@@ -54,116 +57,46 @@ async function cpuSnapshot(pid) {
   const self = process.cpuUsage();
   return { server: await cpuOf(pid), pg: await postgresCpu(), client: (self.user + self.system) / 1e6 };
 }
-const q = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-};
-async function child(args, env) {
-  const proc = spawn(process.execPath, args, {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const base = await new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`exit ${c}`)));
-  });
-  pids.set(base, proc.pid);
-  cleanups.push(async () => {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-  });
-  return base;
-}
-async function post(base, path, headers, body) {
-  const res = await fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-  const env = await res.json();
-  if (env.status !== 'ok') throw new Error(JSON.stringify(env.error));
-  return env.value;
-}
-async function closedLoop(n, secs, call) {
-  const lat = [];
-  const end = performance.now() + secs * 1000;
-  let i = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        await call(i++);
-        lat.push(performance.now() - t);
-      }
-    }),
-  );
-  return lat;
-}
 try {
-  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200', shared_buffers: '256MB' });
-  cleanups.push(() => server.destroy());
-  const url = server.url();
-  await execFile(
-    process.execPath,
-    [BIN, 'board', 'create', 'b', '--column', 'grp:INTEGER', '--column', 'val:DOUBLE'],
-    { env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: tmpdir(), BOARD_LOG_LEVEL: 'warn' } },
-  );
+  const url = await startPostgres({ shared_buffers: '256MB' });
+  await boardCli(['board', 'create', 'b', '--column', 'grp:INTEGER', '--column', 'val:DOUBLE'], url);
   const nodes = {};
   for (const [name, env] of Object.entries(VARIANTS)) {
-    const dir = await mkdtemp(join(tmpdir(), 'exp-'));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    // BENCH_NODE_ARGS: node flags for the board-nodes, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'
-    const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-    nodes[name] = await child([...nodeArgs, env.BENCH_BIN ?? BIN], {
-      DATABASE_URL: url,
-      BOARD_DATA_DIR: dir,
-      BOARD_PORT: '0',
-      BOARD_AUTH: 'off',
-      BOARD_LOG_LEVEL: 'warn',
-      ...env,
-    });
+    const { base, pid } = await startBoardNode(url, { bin: env.BENCH_BIN ?? NODE_BIN, id: name, env });
+    nodes[name] = base;
+    pids.set(base, pid);
   }
   const first = Object.values(nodes)[0];
   for (let i = 0; i < N; i += 10000)
-    await post(
-      first,
-      '/rpc/mutate.insert',
-      { 'x-data-board': 'b' },
-      {
-        rows: Array.from({ length: Math.min(10000, N - i) }, (_, j) => ({
-          id: `r${i + j}`,
-          grp: (i + j) % 100,
-          val: j,
-        })),
-      },
-    );
+    await rpc(first, 'b', 'mutate.insert', {
+      rows: Array.from({ length: Math.min(10000, N - i) }, (_, j) => ({
+        id: `r${i + j}`,
+        grp: (i + j) % 100,
+        val: j,
+      })),
+    });
   const c = new pg.Client({ connectionString: url });
   await c.connect();
-  cleanups.push(() => c.end());
+  cleanups.add(() => c.end());
   const table = `board_${(await c.query("SELECT board_no FROM board_boards WHERE board_id='b'")).rows[0].board_no}`;
   await c.query(`VACUUM ANALYZE ${table}`);
-  const plain = await child([join(ROOT, 'bench/plain-endpoint.mjs')], { DATABASE_URL: url });
+  const { base: plain, pid: plainPid } = await startPlain(url);
+  pids.set(plain, plainPid);
   const sql = 'SELECT * FROM {{t}} WHERE id = $1';
   const id = () => `r${Math.floor(Math.random() * N)}`;
   const calls = {
-    plain: () => post(plain, '/rpc/query.execute', { 'x-plain-table': table }, { sql, params: [id()] }),
+    plain: () => plainRpc(plain, table, 'query.execute', { sql, params: [id()] }),
   };
   /** The node's own account of each sequential query (`syncMs`: head read; `queryMs`: DuckDB). */
   const own = Object.fromEntries(Object.keys(nodes).map((k) => [k, { syncMs: [], queryMs: [] }]));
   let sequential = false;
   for (const [name, base] of Object.entries(nodes))
     calls[name] = async () => {
-      const v = await post(
-        base,
-        '/rpc/query.execute',
-        { 'x-data-board': 'b' },
-        { sql, tables: [{ token: 't', entity: 'items' }], params: [id()] },
-      );
+      const v = await rpc(base, 'b', 'query.execute', {
+        sql,
+        tables: [{ token: 't', entity: 'items' }],
+        params: [id()],
+      });
       if (sequential) for (const f of ['syncMs', 'queryMs']) own[name][f].push(v[f]);
       return v;
     };
@@ -183,7 +116,7 @@ try {
   for (let r = 0; r < ROUNDS; r++)
     for (const [k, call] of Object.entries(calls)) {
       const before = await cpuSnapshot(pids.get(baseOf[k]));
-      conc[k].push(...(await closedLoop(32, SECS, call)));
+      conc[k].push(...(await closedLoop(32, SECS, call)).lat);
       const after = await cpuSnapshot(pids.get(baseOf[k]));
       for (const part of ['server', 'pg', 'client']) cpu[k][part] += after[part] - before[part];
     }
@@ -202,12 +135,12 @@ try {
     console.log(
       `${name}: sequential, as the node reports it: p50 syncMs ${q(own[name].syncMs, 0.5).toFixed(2)}, queryMs ${q(own[name].queryMs, 0.5).toFixed(2)}`,
     );
-    const r = (await post(base, '/rpc/node.stats', { 'x-data-board': 'b' }, {})).replicas;
+    const r = (await rpc(base, 'b', 'node.stats', {})).replicas;
     if (r.batches !== undefined)
       console.log(
         `${name}: ${r.batchedQueries} point queries answered in ${r.batches} batches (${(r.batchedQueries / Math.max(1, r.batches)).toFixed(1)} per batch)`,
       );
   }
 } finally {
-  for (const f of cleanups.reverse()) await f().catch(() => {});
+  await cleanups.run();
 }

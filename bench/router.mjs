@@ -7,79 +7,32 @@
 //      p99 through a router with hedging on vs off (ratio off / on)
 // Usage: node bench/router.mjs [a|b ...]   (default: both). Needs the Debian postgresql-15 server
 // binaries (scripts/test.sh installs them) and a build (`npm run build`). Everything is on loopback.
-import { execFile as execFileCb, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent, createServer as createHttpServer, request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { TestPostgres } from '@support/pg/test-server';
+import { join } from 'node:path';
+import {
+  boardCli,
+  cleanups,
+  quantile,
+  ROOT,
+  rpc,
+  spawnListening,
+  startBoardNode,
+  startPostgres,
+} from './lib/board.mjs';
 
-const execFile = promisify(execFileCb);
-const ROOT = resolve(import.meta.dirname, '..');
-const NODE_BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
 const ROUTER_BIN = join(ROOT, 'packages/board-router/bin/board-router.js');
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['a', 'b', 'c'];
-const cleanups = [];
-
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 const ms = (x) => `${x.toFixed(2)} ms`;
 
-/** A PostgreSQL 15 server on a free loopback port (durable, as in production), removed at the end. */
-async function startPostgres() {
-  const server = await TestPostgres.start({ fsync: 'on', max_connections: '200' });
-  cleanups.push(() => server.destroy());
-  return server.url();
-}
-
-async function spawnListening(bin, args, env, cleanupDir) {
-  const proc = spawn(process.execPath, [bin, ...args], {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const base = await new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`${bin} exited ${c}`)));
-  });
-  cleanups.push(async () => {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-    if (cleanupDir) await rm(cleanupDir, { recursive: true, force: true });
-  });
-  return base;
-}
-
-async function startNode(url, id) {
-  const dataDir = await mkdtemp(join(tmpdir(), 'board-rbench-node-'));
-  return spawnListening(
-    NODE_BIN,
-    [],
-    {
-      DATABASE_URL: url,
-      BOARD_DATA_DIR: dataDir,
-      BOARD_PORT: '0',
-      BOARD_AUTH: 'off',
-      BOARD_NODE_ID: id,
-      BOARD_LOG_LEVEL: 'warn',
-    },
-    dataDir,
-  );
-}
-
-const startRouter = (nodes, extra = []) =>
-  spawnListening(
-    ROUTER_BIN,
-    ['--nodes', nodes.join(','), '--port', '0', '--log-level', 'warn', ...extra],
-    {},
-  );
+const startNode = async (url, id) => (await startBoardNode(url, { id })).base;
+const startRouter = async (nodes, extra = []) =>
+  (
+    await spawnListening(
+      ROUTER_BIN,
+      ['--nodes', nodes.join(','), '--port', '0', '--log-level', 'warn', ...extra],
+      {},
+    )
+  ).base;
 
 /** A proxy that delays `share` of the requests it forwards by `delayMs` (a slow node). */
 async function startDelayProxy(target, share, delayMs) {
@@ -115,23 +68,12 @@ async function startDelayProxy(target, share, delayMs) {
     });
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(async () => {
+  cleanups.add(async () => {
     server.closeAllConnections();
     server.close();
     agent.destroy();
   });
   return `http://127.0.0.1:${server.address().port}`;
-}
-
-async function rpc(base, board, procedure, body) {
-  const res = await fetch(`${base}/rpc/${procedure}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-data-board': board },
-    body: JSON.stringify(body),
-  });
-  const env = await res.json();
-  if (env.status !== 'ok') throw new Error(`${procedure}: ${JSON.stringify(env.error)}`);
-  return env.value;
 }
 
 const T = [{ token: 't', entity: 'items' }];
@@ -144,11 +86,7 @@ const point = (base, i) =>
 
 async function main() {
   const url = await startPostgres();
-  const cliDir = await mkdtemp(join(tmpdir(), 'board-rbench-cli-'));
-  cleanups.push(() => rm(cliDir, { recursive: true, force: true }));
-  await execFile(process.execPath, [NODE_BIN, 'board', 'create', 'bench_r', '--column', 'title:TEXT'], {
-    env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: cliDir, BOARD_LOG_LEVEL: 'warn' },
-  });
+  await boardCli(['board', 'create', 'bench_r', '--column', 'title:TEXT'], url);
   const [n1, n2] = await Promise.all([startNode(url, 'bench-1'), startNode(url, 'bench-2')]);
   const rows = [];
   for (let j = 0; j < 10_000; j++) rows.push({ id: `r-${j}`, title: `row ${j}` });
@@ -270,5 +208,5 @@ async function main() {
 try {
   await main();
 } finally {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
+  await cleanups.run();
 }

@@ -14,22 +14,23 @@
 // Everything runs on loopback: a PostgreSQL 15 server on a free port and one board-node. Needs
 // about count + 200 file descriptors in this process and in the node: the script re-runs itself
 // under `ulimit -n` raised up to the hard limit when the soft one is lower.
-import { execFile as execFileCb, spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { TestPostgres } from '@support/pg/test-server';
+import {
+  NODE_BIN as BIN,
+  boardCli,
+  rpc as boardRpc,
+  cleanups,
+  quantile,
+  startBoardNode,
+  startPostgres,
+} from './lib/board.mjs';
 
-const execFile = promisify(execFileCb);
-const ROOT = resolve(import.meta.dirname, '..');
-const BIN = process.env.BOARD_BENCH_BIN ?? join(ROOT, 'packages/board-server/bin/board-node.js');
 const COMPARE = process.env.BENCH_COMPARE_BIN;
 const COUNTS = process.argv.slice(2).length > 0 ? process.argv.slice(2).map(Number) : [1000, 10_000];
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
 const BOARD = 'fanout';
-const cleanups = [];
 
 // File descriptors: one per stream here and in the node, plus Postgres connections and the rest.
 const needed = Math.max(...COUNTS) + 500;
@@ -51,54 +52,11 @@ if (!process.env.BENCH_ULIMIT_RAISED) {
   }
 }
 
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 const ms = (x) => `${x.toFixed(1)} ms`;
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
-async function startNode(url, bin) {
-  const dataDir = await mkdtemp(join(tmpdir(), 'board-bench-watch-'));
-  const proc = spawn(process.execPath, [bin], {
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: url,
-      BOARD_DATA_DIR: dataDir,
-      BOARD_PORT: '0',
-      BOARD_AUTH: 'off',
-      BOARD_NODE_ID: 'bench-watch',
-      BOARD_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const base = await new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`board-node exited ${c}`)));
-  });
-  cleanups.push(async () => {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  return { base, pid: proc.pid };
-}
-
-async function rpc(base, procedure, body) {
-  const res = await fetch(`${base}/rpc/${procedure}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-data-board': BOARD },
-    body: JSON.stringify(body),
-  });
-  const env = await res.json();
-  if (env.status !== 'ok') throw new Error(`${procedure}: ${JSON.stringify(env.error)}`);
-  return env.value;
-}
+const startNode = (url, bin) => startBoardNode(url, { bin, id: 'bench-watch' });
+const rpc = (base, procedure, body) => boardRpc(base, BOARD, procedure, body);
 
 /**
  * The node's memory (RSS from /proc, V8 heap used from its /metrics) and its change-lag histogram's
@@ -161,12 +119,8 @@ async function waitWatchers(base, n) {
 }
 
 async function main() {
-  const pgServer = await TestPostgres.start({ fsync: 'on', max_connections: '200' });
-  cleanups.push(() => pgServer.destroy());
-  const url = pgServer.url();
-  await execFile(process.execPath, [BIN, 'board', 'create', BOARD, '--column', 'title:TEXT'], {
-    env: { PATH: process.env.PATH, DATABASE_URL: url, BOARD_DATA_DIR: tmpdir(), BOARD_LOG_LEVEL: 'warn' },
-  });
+  const url = await startPostgres();
+  await boardCli(['board', 'create', BOARD, '--column', 'title:TEXT'], url, BIN);
   const nodes = [{ name: 'this build', ...(await startNode(url, BIN)) }];
   if (COMPARE) nodes.push({ name: 'compared build', ...(await startNode(url, COMPARE)) });
   // Warm the nodes: a write, seen by both.
@@ -256,5 +210,5 @@ async function main() {
 try {
   await main();
 } finally {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
+  await cleanups.run();
 }
