@@ -126,8 +126,8 @@ export class ReadConnection {
    * `keyed-lookup.ts`), in one snapshot as {@link query} does; returns each key's result in the
    * order of `keys`, undefined for a key whose rows are beyond the limits (the caller runs that
    * one on its own, for the exact error). Undefined altogether when the batch's columns are not
-   * the statement's own (then nothing is batched for it again) or it returned more than
-   * {@link SMALL_ROWS} rows per key.
+   * the statement's own or it returned more than {@link SMALL_ROWS} rows per key: then the
+   * statement is not batched again until a single run of it comes back small.
    */
   async queryBatch(
     sqlText: string,
@@ -151,11 +151,14 @@ export class ReadConnection {
       run.deadline();
       const names = result.columnNames().slice(1);
       const types = result.columnTypes().slice(1).map(String);
-      if (!sameList(names, entry.columns) || !sameList(types, entry.types)) {
+      if (
+        !sameList(names, entry.columns) ||
+        !sameList(types, entry.types) ||
+        result.rowCount > keys.length * SMALL_ROWS
+      ) {
         this.shared.lookups.delete(sqlText);
         return undefined;
       }
-      if (result.rowCount > keys.length * SMALL_ROWS) return undefined;
       return readResultsByKey(result, keys, entry.columns, limits);
     });
     return value && { results: value, watermark };
