@@ -4,7 +4,7 @@ import { describeStore, pgTest } from '@support/pg/testing';
 import { createParser } from 'eventsource-parser';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
@@ -48,17 +48,12 @@ describeStore('server')('builds on the server store', () => {
       ORCH_AUTH_TOKEN: MASTER,
       ORCH_RECONCILE_INTERVAL_SEC: '1',
     });
-    agent = await FakeAgent.start(AGENT_TOKEN, {
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN, {
       images: ['busybox'],
       image_details: [
         { name: 'busybox', size_bytes: 1 << 20, digest: DIGEST, source: 'busybox', created_at: '' },
       ],
     });
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
   });
 
   afterAll(async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Environment, Host } from '@orch/protocol';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
 import { REPO_ROOT } from './run-cli.js';
 
@@ -38,12 +38,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
       ORCH_RECONCILE_INTERVAL_SEC: '1',
       ORCH_HOST_HEALTH_INTERVAL_SEC: '1',
     });
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      token: MASTER,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [

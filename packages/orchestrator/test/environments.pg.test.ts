@@ -6,7 +6,7 @@ import type { Environment, Snapshot } from '@orch/protocol';
 import { describeStores, pgTest, type TestPostgres } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { WebSocket } from 'ws';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { orchCli } from './run-cli.js';
 
@@ -34,12 +34,7 @@ describeStores('environments on the %s store', (store) => {
     env = orchdStoreEnv(opened, await tempDir('orchd-data-'));
     env = { ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL_SEC: '1', ORCH_AGENT_TIMEOUT_SEC: '3' };
     orchd = await OrchdProcess.start(env);
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
     expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
   });
 

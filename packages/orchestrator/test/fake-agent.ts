@@ -29,6 +29,35 @@ import { WebSocketServer } from 'ws';
  */
 export const FAKE_AGENT_IMAGES = ['debian-12', 'postgres', 'postgres-16', 'api-1.4'] as const;
 
+/**
+ * Starts a fake agent (`info` as in {@link FakeAgent.start}) and registers it with orchd as host
+ * `h1` (kind microvm) with the master token: the set-up most orchd suites share. The caller closes
+ * the agent.
+ */
+export async function registerFakeHost(
+  orchd: {
+    request(
+      method: string,
+      path: string,
+      opts: { token?: string; body?: unknown },
+    ): Promise<{ status: number; body: unknown }>;
+  },
+  master: string,
+  agentToken: string,
+  info: Partial<AgentInfo> = {},
+): Promise<FakeAgent> {
+  const agent = await FakeAgent.start(agentToken, info);
+  const reg = await orchd.request('POST', '/v1/hosts', {
+    token: master,
+    body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: agentToken },
+  });
+  if (reg.status !== 201) {
+    await agent.close();
+    throw new Error(`registering host h1: ${reg.status} ${JSON.stringify(reg.body)}`);
+  }
+  return agent;
+}
+
 export class FakeAgent {
   requests = 0;
   /** When set, every request is answered with a redirect to this URL. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Environment } from '@orch/protocol';
 import { describeStores, pgTest } from '@support/pg/testing';
 import { afterAll, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { ORCH_BIN, orchCli, REPO_ROOT } from './run-cli.js';
 
@@ -28,12 +28,7 @@ describeStores('environment logs on the %s store', (store) => {
   pgTest.beforeAll(async ({ openStore, tempDir }) => {
     const env = orchdStoreEnv(await openStore(store), await tempDir('orchd-data-'));
     orchd = await OrchdProcess.start({ ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL_SEC: '1' });
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
     expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
   });
 

@@ -3,7 +3,7 @@ import type { Environment } from '@orch/protocol';
 import { describeStore, pgTest } from '@support/pg/testing';
 import { scrapeMetrics } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { validEnvironment, waitForState } from './input-cases.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
@@ -20,12 +20,7 @@ describeStore('server')('orchd /metrics', () => {
   pgTest.beforeAll(async ({ openStore, tempDir }) => {
     const env = orchdStoreEnv(await openStore('server'), await tempDir('orchd-metrics-'));
     orchd = await OrchdProcess.start({ ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL_SEC: '1' });
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
   });
 
   afterAll(async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Environment } from '@orch/protocol';
 import { describeStores, pgTest } from '@support/pg/testing';
 import { afterAll, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 import { orchCli } from './run-cli.js';
 
@@ -56,15 +56,10 @@ describeStores('pause and resume on the %s store', (store) => {
       ORCH_RECONCILE_INTERVAL_SEC: '1',
     });
     // Room for exactly one 2-CPU environment.
-    agent = await FakeAgent.start(AGENT_TOKEN, {
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN, {
       capacity: { cpus: 2, ram_mb: 2048, disk_gb: 100 },
       free: { cpus: 2, ram_mb: 2048, disk_gb: 100 },
     });
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
     expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
   });
 

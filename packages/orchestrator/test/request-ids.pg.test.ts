@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Environment } from '@orch/protocol';
 import { describeStore, pgTest } from '@support/pg/testing';
 import { afterAll, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { validEnvironment, waitForState } from './input-cases.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
@@ -26,12 +26,7 @@ describeStore('server')('request ids', () => {
   pgTest.beforeAll(async ({ openStore, tempDir }) => {
     const env = orchdStoreEnv(await openStore('server'), await tempDir('orchd-rid-'));
     orchd = await OrchdProcess.start({ ...env, ORCH_AUTH_TOKEN: MASTER, ORCH_RECONCILE_INTERVAL_SEC: '60' });
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
   });
 
   afterAll(async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Environment, HostDrain, Snapshot } from '@orch/protocol';
 import { describeStores, pgTest } from '@support/pg/testing';
 import { afterAll, expect, test } from 'vitest';
-import { FakeAgent } from './fake-agent.js';
+import { FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
 
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
@@ -26,12 +26,7 @@ describeStores('exports and drain on the %s store', (store) => {
       ...orchdStoreEnv(await openStore(store), await tempDir('orchd-data-')),
       ORCH_AUTH_TOKEN: MASTER,
     });
-    agent = await FakeAgent.start(AGENT_TOKEN);
-    const reg = await orchd.request('POST', '/v1/hosts', {
-      ...as,
-      body: { id: 'h1', kind: 'microvm', agent_url: agent.url, agent_token: AGENT_TOKEN },
-    });
-    expect(reg.status).toBe(201);
+    agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN);
   });
 
   afterAll(async () => {
