@@ -9,22 +9,21 @@
 //   c) decode only: the same 100k-row answer served from memory by an injected fetch, so only
 //      the client's work is timed (JSON.parse, Result, row objects), vs a bare JSON.parse.
 // Usage: node bench/board-client.mjs   (needs `npm run build` and `npm run build -w @board/client`).
-import { execFile as execFileCb, spawn } from 'node:child_process';
+import { execFile as execFileCb } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { connect } from '@board/client';
+import { NODE_BIN as BIN, cleanups, spawnListening } from './lib/board.mjs';
 
 const execFile = promisify(execFileCb);
-const ROOT = resolve(import.meta.dirname, '..');
-const BIN = join(ROOT, 'packages/board-server/bin/board-node.js');
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const dir = await mkdtemp(join(tmpdir(), 'board-client-bench-'));
 await chmod(dir, 0o755);
 const env = { PATH: process.env.PATH, BOARD_DATA_DIR: dir, BOARD_LOG_LEVEL: 'warn', BOARD_AUTH: 'off' };
-let node;
+cleanups.add(() => rm(dir, { recursive: true, force: true }));
 try {
   await execFile(
     process.execPath,
@@ -33,19 +32,7 @@ try {
       env,
     },
   );
-  node = spawn(process.execPath, [BIN], {
-    env: { ...env, BOARD_PORT: '0' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise((res, rej) => {
-    let out = '';
-    node.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    node.once('exit', (c) => rej(new Error(`board-node exited ${c}`)));
-  });
+  const { base: url } = await spawnListening(BIN, [], { ...env, BOARD_PORT: '0' });
   const board = connect({ url }).board('bench');
   const N = 100_000;
   for (let b = 0; b < N; b += 10_000) {
@@ -170,10 +157,5 @@ try {
     `| (c) decode only, selectAll().execute() to objects vs JSON.parse | ${c.parse.toFixed(0)} ms | ${c.builder.toFixed(0)} ms (${rps(c.builder)} rows/s) | ${(c.builder / c.parse).toFixed(2)}x |`,
   );
 } finally {
-  if (node && node.exitCode === null) {
-    const exited = new Promise((r) => node.once('exit', r));
-    node.kill('SIGTERM');
-    await exited;
-  }
-  await rm(dir, { recursive: true, force: true });
+  await cleanups.run();
 }

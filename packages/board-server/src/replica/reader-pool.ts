@@ -72,8 +72,7 @@ export class ReaderPool {
         this.dispatch();
       });
     }
-    const lookup = this.lookups.has(sqlText);
-    if (lookup) this.running.set(sqlText, (this.running.get(sqlText) ?? 0) + 1);
+    const lookup = this.started(sqlText);
     try {
       return await this.single(reader, sqlText, params, limits);
     } finally {
@@ -89,6 +88,13 @@ export class ReaderPool {
   private blocked(sqlText: string, params: Cell[]): boolean {
     const entry = this.lookups.get(sqlText);
     return entry !== undefined && this.running.has(sqlText) && batchableKey(entry.lookup, params);
+  }
+
+  /** Counts a run of `sqlText` as under way if it is a point lookup; true when it counted it. */
+  private started(sqlText: string): boolean {
+    if (!this.lookups.has(sqlText)) return false;
+    this.running.set(sqlText, (this.running.get(sqlText) ?? 0) + 1);
+    return true;
   }
 
   private done(sqlText: string): void {
@@ -204,8 +210,7 @@ export class ReaderPool {
       const first = this.waiting.splice(i, 1)[0]!;
       const reader = this.idle.pop()!;
       const group = [first, ...this.companions(first)];
-      const lookup = this.lookups.has(first.sqlText);
-      if (lookup) this.running.set(first.sqlText, (this.running.get(first.sqlText) ?? 0) + 1);
+      const lookup = this.started(first.sqlText);
       const served =
         group.length > 1
           ? this.batch(reader, group)

@@ -9,6 +9,7 @@ import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
+import { MemorySamples } from './memory-samples.js';
 import { encodeOutcome, noSync, type Speculation } from './outcome.js';
 import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
@@ -16,8 +17,6 @@ import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
 const CHANGE_PAGE = 500;
-/** Time between two samples of an unchanged replica's memory use, in ms. */
-const MEMORY_SAMPLE_MS = 1000;
 
 /** Budget of open replicas. */
 export interface ReplicaBudget {
@@ -42,10 +41,7 @@ export interface ReplicaBudget {
  */
 export class ReplicaCache {
   private readonly open = new Map<string, Replica>();
-  /** Memory each open replica held after its last request, in bytes. */
-  private readonly memory = new Map<string, number>();
-  /** When each open replica's memory was last sampled (`performance.now()`). */
-  private readonly sampledAt = new Map<string, number>();
+  private readonly memory = new MemorySamples();
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Boards whose last request found the open replica at the head (see {@link speculate}). */
   private readonly atHead = new Set<string>();
@@ -90,7 +86,7 @@ export class ReplicaCache {
       replicas: [...this.open].map(([board, r]) => ({
         board,
         watermark: r.watermark,
-        memoryBytes: this.memory.get(board) ?? 0,
+        memoryBytes: this.memory.of(board),
       })),
     };
   }
@@ -194,9 +190,7 @@ export class ReplicaCache {
     // Sampling memory costs a DuckDB round trip and the board's lock: when the replica changed, before
     // answering (the budget is enforced at once); else at most once a second, beside the answer.
     const changed = sync.mode !== 'none' || cache !== 'hit';
-    const now = performance.now();
-    if (changed || now - (this.sampledAt.get(board) ?? 0) >= MEMORY_SAMPLE_MS) {
-      this.sampledAt.set(board, now);
+    if (this.memory.due(board, changed)) {
       const sampled = this.withLock(board, async () => {
         if (this.open.get(board) !== replica) return;
         this.memory.set(board, await replica.memoryBytes());
@@ -346,11 +340,9 @@ export class ReplicaCache {
     this.enforceBudget(board);
   }
 
-  /** Memory held by open replicas, in bytes (as of each one's last request). */
+  /** Memory held by open replicas, in bytes (as of each one's last sample). */
   private memoryInUse(): number {
-    let total = 0;
-    for (const b of this.open.keys()) total += this.memory.get(b) ?? 0;
-    return total;
+    return this.memory.total(this.open.keys());
   }
 
   /**
@@ -389,8 +381,7 @@ export class ReplicaCache {
 
   private forget(board: string): void {
     this.open.delete(board);
-    this.memory.delete(board);
-    this.sampledAt.delete(board);
+    this.memory.forget(board);
     this.atHead.delete(board);
   }
 
