@@ -1,6 +1,5 @@
 import type { Server } from 'node:http';
 import { fail } from '@board/protocol';
-import { getRequestListener } from '@hono/node-server';
 import { closeServer, createHttpServer, listen } from '@support/server';
 import { ChangeNotifier } from './changelog/change-notifier.js';
 import { RetentionService } from './changelog/retention.js';
@@ -8,7 +7,7 @@ import type { BoardNodeConfig } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { BoardNodeMetrics } from './metrics.js';
 import { ReplicaCache } from './replica/replica-cache.js';
-import { createApp } from './rpc/app.js';
+import { createRequestListener } from './rpc/app.js';
 import type { NodeContext } from './rpc/handlers.js';
 import { openStore, type Store } from './store/database.js';
 import { WatchHub } from './watch/watch-hub.js';
@@ -96,10 +95,9 @@ export async function startBoardNode(
     boardMeta: new Map(),
   };
   const services = [notifier.run(life.signal), retention.run(life.signal)];
-  const app = createApp(ctx, metrics);
   // Requests so malformed that Node's HTTP parser refuses them, or that no handler can serve
   // (no Host, `Host: a b`, `OPTIONS *`), are answered in the envelope too.
-  const server: Server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
+  const server: Server = createHttpServer(createRequestListener(ctx, metrics), {
     envelope: (message) => fail('InvalidInput', message),
   });
   let port: number;

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { claimsAllow, HEADERS, isBoardId, type TokenClaims, type Verb } from '@board/protocol';
 import { boardError } from '../errors.js';
 import { verifyToken } from './tokens.js';
@@ -17,18 +18,20 @@ export interface RequestScope {
  * `MissingBoardEnvelope`, 400 `InvalidBoardId`), verb on that board (403 `Forbidden`).
  */
 export async function authorize(
-  headers: Headers,
+  headers: IncomingHttpHeaders,
   verb: Verb,
   auth: { on: boolean; secret: string | undefined },
 ): Promise<RequestScope> {
   let claims: TokenClaims | undefined;
   if (auth.on) {
-    const header = headers.get('authorization') ?? '';
+    const header = headers.authorization ?? '';
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m?.[1] || auth.secret === undefined) throw boardError('Unauthenticated', 'missing bearer token');
     claims = await verifyToken(auth.secret, m[1]);
   }
-  const header = headers.get(HEADERS.board);
+  // Node joins a repeated header's values with ", " (only set-cookie is a list), which no board id
+  // contains: a repeated header is refused as an invalid id.
+  const header = headers[HEADERS.board] as string | undefined;
   const board = header ?? claims?.pin;
   if (board === undefined || board === '') {
     throw boardError(

@@ -1,3 +1,4 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import {
   ERROR_TAGS,
   fail,
@@ -7,15 +8,10 @@ import {
   type ProcedureInput,
   type ProcedureName,
 } from '@board/protocol';
-import type { HttpBindings } from '@hono/node-server';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import { metricsAnswer } from '@support/server';
-import { type Context, Hono } from 'hono';
-import { routePath } from 'hono/route';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { metricsAnswer, UNMATCHED_ROUTE } from '@support/server';
 import { authorize, type RequestScope } from '../auth/authorize.js';
 import { EncodedJson } from '../encoded-json.js';
-import { BoardError, boardError, toWireError } from '../errors.js';
+import { type BoardError, boardError, toWireError } from '../errors.js';
 import type { BoardNodeMetrics } from '../metrics.js';
 import { ResponseSink } from '../watch/response-sink.js';
 import type { NodeContext } from './handlers.js';
@@ -23,135 +19,177 @@ import { handlers } from './handlers.js';
 
 const ENVELOPE_HEAD = Buffer.from('{"status":"ok","value":');
 const ENVELOPE_TAIL = Buffer.from('}');
+const JSON_TYPE = 'application/json';
 
 /** Largest request body accepted, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-type Env = {
-  Bindings: Partial<HttpBindings>;
-  Variables: { handlerRan: boolean; procedure: ProcedureName };
-};
+/** `POST /rpc/<procedure>`: everything after it is the procedure's name, exactly as sent. */
+const RPC_PREFIX = '/rpc/';
+
+/** What one request has got to, for its error answer and its metrics. */
+interface Exchange {
+  /** Route template (bounded), the metrics label; `unmatched` until a route matched. */
+  route: string;
+  procedure: ProcedureName | undefined;
+  /** True once the handler started: its errors travel with HTTP 200. */
+  handlerRan: boolean;
+}
 
 /**
  * The path of the request target exactly as the client sent it: no dot segments resolved, no
- * percent-decoding (absolute-form targets lose their scheme and authority). Undefined when the app
- * runs without a Node HTTP server (e.g. `app.request` in-process).
+ * percent-decoding (absolute-form targets lose their scheme and authority). Routes match this
+ * string, so `/rpc/node.stats/../mutate.insert` or `/rpc/mutate%2Einsert` is the unknown procedure
+ * it literally names, not `mutate.insert` (a proxy in front that allows some procedures by path
+ * cannot be misled).
  */
-function rawPath(c: Context<Env>): string | undefined {
-  const target = c.env?.incoming?.url;
-  if (target === undefined) return undefined;
+function rawPath(target: string): string {
   const path = target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
   const end = path.search(/[?#]/);
   return end < 0 ? path : path.slice(0, end);
 }
 
 /**
- * The node's HTTP surface: `POST /rpc/<procedure>`, `GET /watch`, `GET /health`.
- * Errors are mapped to HTTP and the envelope here, in `onError`, and nowhere else: an error from a
- * handler that ran travels with 200; an error raised before (auth, board, body) with its status
- * from the spec's table; nothing answers 500.
+ * The node's HTTP surface, on `node:http` itself: `POST /rpc/<procedure>`, `GET /watch`,
+ * `GET /health`, `GET /metrics`. A point query is about a millisecond end to end, and a framework's
+ * request/response objects and middleware chain were a measured share of it (README, "The HTTP
+ * layer"); four routes need no router. Errors are mapped to HTTP and the envelope in
+ * {@link answerError} and nowhere else: an error from a handler that ran travels with 200; an
+ * error raised before (route, auth, board, body) with its status from the spec's table; nothing
+ * answers 500.
  */
-export function createApp(ctx: NodeContext, metrics?: BoardNodeMetrics): Hono<Env> {
-  const app = new Hono<Env>();
-  // First, so that refusals are counted too. `/metrics` is open like `/health` (see the README).
-  if (metrics) {
-    app.use(metrics.http.middleware((c: Context<Env>) => routePath(c, -1)));
-  }
+export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetrics): RequestListener {
   const auth = { on: ctx.config.auth === 'on', secret: ctx.config.tokenSecret };
 
-  // Paths are matched exactly as sent. The URL parser under Hono resolves dot segments and
-  // percent-escapes (`/rpc/node.stats/../mutate.insert` would run `mutate.insert`), so a proxy in
-  // front that allows some procedures could be misled: a path that changes under normalisation is
-  // answered here, before any route, as the unknown procedure or route it literally names.
-  app.use(async (c, next) => {
-    const raw = rawPath(c);
-    if (raw === undefined || raw === c.req.path) return await next();
-    if (raw.startsWith('/rpc/')) {
-      throw boardError('UnknownProcedure', `unknown procedure ${JSON.stringify(raw.slice(5, 105))}`);
+  /** Writes a whole answer and counts it. */
+  const answer = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    started: bigint,
+    status: number,
+    contentType: string,
+    body: Buffer | string,
+  ) => {
+    if (!res.headersSent && !res.destroyed) {
+      res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+      res.end(req.method === 'HEAD' ? undefined : body);
     }
-    throw boardError('NotFound', `no route ${c.req.method} ${JSON.stringify(raw.slice(0, 200))}`);
-  });
+    observe(req, exchange, started, status);
+  };
 
-  app.get('/health', (c) => c.json({ ok: true, nodeId: ctx.config.nodeId }));
-  if (metrics) {
-    app.get('/metrics', async (c) => {
-      const { contentType, body } = await metricsAnswer(metrics.registry);
-      return c.body(body, 200, { 'content-type': contentType });
-    });
-  }
+  const observe = (req: IncomingMessage, exchange: Exchange, started: bigint, status: number) => {
+    metrics?.http.observe(
+      exchange.route,
+      req.method ?? 'OTHER',
+      status,
+      Number(process.hrtime.bigint() - started) / 1e9,
+    );
+  };
 
-  app.post('/rpc/:procedure', async (c) => {
-    const name = c.req.param('procedure');
+  const answerError = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    started: bigint,
+    err: unknown,
+  ) => {
+    const { tag, message } = toWireError(err, ctx.log);
+    if (exchange.procedure) metrics?.procedure(exchange.procedure, tag);
+    const status = exchange.handlerRan ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
+    answer(req, res, exchange, started, status, JSON_TYPE, JSON.stringify(fail(tag, message)));
+  };
+
+  const rpc = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    started: bigint,
+    name: string,
+  ) => {
     if (!isProcedureName(name)) {
-      throw boardError('UnknownProcedure', `unknown procedure "${name.slice(0, 100)}"`);
+      throw boardError('UnknownProcedure', `unknown procedure ${JSON.stringify(name.slice(0, 100))}`);
     }
-    c.set('procedure', name);
-    const scope = await authorize(c.req.raw.headers, PROCEDURES[name].verb, auth);
-    const input = await parseBody(c, name);
-    c.set('handlerRan', true);
+    exchange.procedure = name;
+    const scope = await authorize(req.headers, PROCEDURES[name].verb, auth);
+    const input = await parseBody(req, name);
+    exchange.handlerRan = true;
     const value = await runHandler(name, ctx, scope, input);
     metrics?.procedure(name, 'ok');
-    if (value instanceof EncodedJson) {
-      // Encoded by the handler (under its deadline and size bounds): wrapped, not re-encoded.
-      const body = Buffer.concat([ENVELOPE_HEAD, ...value.parts, ENVELOPE_TAIL]);
-      return c.body(body, 200, { 'content-type': 'application/json' });
-    }
-    return c.json(ok(value));
-  });
+    // Encoded by the handler (under its deadline and size bounds): wrapped, not re-encoded.
+    const body =
+      value instanceof EncodedJson
+        ? Buffer.concat([ENVELOPE_HEAD, ...value.parts, ENVELOPE_TAIL])
+        : JSON.stringify(ok(value));
+    answer(req, res, exchange, started, 200, JSON_TYPE, body);
+  };
 
-  app.get('/watch', async (c) => {
-    const scope = await authorize(c.req.raw.headers, 'read', auth);
-    const afterRaw = c.req.query('after');
+  const watch = async (req: IncomingMessage, res: ServerResponse, exchange: Exchange, started: bigint) => {
+    const scope = await authorize(req.headers, 'read', auth);
+    const query = (req.url ?? '').indexOf('?');
+    const afterRaw = query < 0 ? null : new URLSearchParams((req.url ?? '').slice(query + 1)).get('after');
     let after: number | undefined;
-    if (afterRaw !== undefined && afterRaw !== '') {
+    if (afterRaw !== null && afterRaw !== '') {
       if (!/^\d{1,15}$/.test(afterRaw))
         throw boardError('InvalidInput', '"after" must be a watermark (an integer >= 0)');
       after = Number(afterRaw);
     }
-    c.set('handlerRan', true);
-    const res = c.env.outgoing;
-    if (!res) throw boardError('Internal', 'watch streams need the node HTTP server');
+    exchange.handlerRan = true;
     // Written straight to the socket: the board's feed encodes each change once and writes the
-    // same bytes to every stream (see src/watch/).
+    // same bytes to every stream (see src/watch/). The stream counts until its head.
+    const sink = new ResponseSink(res);
+    observe(req, exchange, started, 200);
     ctx.watch
-      .open(new ResponseSink(res), scope.board, after, scope.expiresAt)
+      .open(sink, scope.board, after, scope.expiresAt)
       .catch((err: unknown) => ctx.log.error({ err }, 'watch stream failed'));
-    return RESPONSE_ALREADY_SENT;
-  });
+  };
 
-  app.notFound((c) => c.json(fail('NotFound', `no route ${c.req.method} ${c.req.path.slice(0, 200)}`), 404));
-
-  app.onError((err, c) => {
-    const ran = c.get('handlerRan') === true;
-    const { tag, message } = toWireError(err, ctx.log);
-    const procedure = c.get('procedure');
-    if (procedure) metrics?.procedure(procedure, tag);
-    const status = ran ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
-    return c.json(fail(tag, message), status as ContentfulStatusCode);
-  });
-
-  return app;
+  return (req, res) => {
+    const started = process.hrtime.bigint();
+    const exchange: Exchange = { route: UNMATCHED_ROUTE, procedure: undefined, handlerRan: false };
+    const path = rawPath(req.url ?? '/');
+    const method = req.method ?? '';
+    const read = method === 'GET' || method === 'HEAD';
+    let served: Promise<void> | void;
+    try {
+      if (method === 'POST' && path.startsWith(RPC_PREFIX)) {
+        exchange.route = '/rpc/:procedure';
+        served = rpc(req, res, exchange, started, path.slice(RPC_PREFIX.length));
+      } else if (method === 'GET' && path === '/watch') {
+        exchange.route = '/watch';
+        served = watch(req, res, exchange, started);
+      } else if (read && path === '/health') {
+        exchange.route = '/health';
+        const body = JSON.stringify({ ok: true, nodeId: ctx.config.nodeId });
+        served = answer(req, res, exchange, started, 200, JSON_TYPE, body);
+      } else if (read && path === '/metrics' && metrics) {
+        exchange.route = '/metrics';
+        served = metricsAnswer(metrics.registry).then(({ contentType, body }) =>
+          answer(req, res, exchange, started, 200, contentType, body),
+        );
+      } else {
+        throw boardError('NotFound', `no route ${method.slice(0, 20)} ${JSON.stringify(path.slice(0, 200))}`);
+      }
+    } catch (err) {
+      return answerError(req, res, exchange, started, err);
+    }
+    served?.catch((err: unknown) => answerError(req, res, exchange, started, err));
+  };
 }
 
 const bodyTooLarge = () => boardError('InvalidInput', `request body larger than ${MAX_BODY_BYTES} bytes`);
 
 /**
- * The request body as text, at most {@link MAX_BODY_BYTES}. Under the Node server it is read from
- * Node's request stream itself: going through the web `Request` (as `c.req.text()` or Hono's
- * body-limit middleware do) builds a `Request`, a web stream and a stream adapter per request, a
- * measurable share of a point query's time (see the README, "Request bodies").
+ * The request body as text, at most {@link MAX_BODY_BYTES} (a declared length past it is refused
+ * before any of it is read; a streamed body as soon as it crosses it).
  */
-async function readBodyText(c: Context<Env>): Promise<string> {
-  const incoming = c.env?.incoming;
-  if (!incoming) {
-    const text = await c.req.text();
-    if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw bodyTooLarge();
-    return text;
-  }
+function readBodyText(incoming: IncomingMessage): Promise<string> {
   const declared = Number(incoming.headers['content-length']);
-  if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
-  if (incoming.readableDidRead) throw boardError('InvalidInput', 'could not read the request body');
-  return await new Promise<string>((resolve, reject) => {
+  if (declared > MAX_BODY_BYTES) return Promise.reject(bodyTooLarge());
+  if (incoming.readableDidRead) {
+    return Promise.reject(boardError('InvalidInput', 'could not read the request body'));
+  }
+  return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const done = (err?: BoardError) => {
@@ -181,14 +219,8 @@ async function readBodyText(c: Context<Env>): Promise<string> {
   });
 }
 
-async function parseBody(c: Context<Env>, name: ProcedureName): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readBodyText(c);
-  } catch (err) {
-    if (err instanceof BoardError) throw err;
-    throw boardError('InvalidInput', 'could not read the request body');
-  }
+async function parseBody(req: IncomingMessage, name: ProcedureName): Promise<unknown> {
+  const text = await readBodyText(req);
   let body: unknown;
   if (text.trim() === '') {
     body = name === 'node.stats' ? {} : undefined;
