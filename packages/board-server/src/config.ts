@@ -91,6 +91,13 @@ export const OPTIONS = declareOptions({
     description:
       'memory budget of all open replicas: least recently used ones are closed beyond it; each also gets max(16, budget/max-open) MB as its DuckDB memory_limit',
   },
+  replicaThreads: {
+    env: 'BOARD_REPLICA_THREADS',
+    flag: '--replica-threads <n>',
+    schema: z.coerce.number().int().min(1).max(256).default(1),
+    description:
+      'DuckDB threads of each replica: 1 runs each statement on the thread that issued it (statements on other connections and boards run beside it); more lets one large scan use more cores, at a CPU cost on every statement',
+  },
   queryTimeoutMs: {
     env: 'BOARD_QUERY_TIMEOUT_MS',
     flag: '--query-timeout-ms <ms>',

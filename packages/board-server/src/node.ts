@@ -56,7 +56,7 @@ export async function startBoardNode(
     store.db,
     store.pool,
     config.dataDir,
-    { maxOpen: config.replicaMaxOpen, memoryMb: config.replicaMemoryMb },
+    { maxOpen: config.replicaMaxOpen, memoryMb: config.replicaMemoryMb, threads: config.replicaThreads },
     {
       timeoutMs: config.queryTimeoutMs,
       maxRows: config.maxResultRows,

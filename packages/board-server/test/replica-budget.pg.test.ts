@@ -1,7 +1,7 @@
 /**
  * Replicas under a memory budget: the least recently used is closed when open replicas hold more
  * memory than BOARD_REPLICA_MEMORY_MB, and re-attached from its file on demand, also after a
- * node restart.
+ * node restart; and the DuckDB threads each replica gets.
  */
 import { describeStore, STORES, type TestStore } from '@support/pg/testing';
 import { afterAll, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ type Stats = {
     open: number;
     evicted: number;
     memoryInUseBytes: number;
-    replicas: { board: string; memoryBytes: number }[];
+    replicas: { board: string; memoryBytes: number; threads: number }[];
   };
 };
 
@@ -78,6 +78,20 @@ for (const storeName of STORES) {
       expect(out.cache).toBe('reattach');
       expect(out.sync.mode).toBe('incremental');
       expect(out.result.rows).toEqual([[20_001, 2 * ((9_999 * 10_000) / 2) + 1]]);
+    });
+
+    it('opens each replica with BOARD_REPLICA_THREADS DuckDB threads (1 unless set)', async () => {
+      // As the replica's DuckDB reports them (a query may not read settings itself).
+      const threads = async () => {
+        value(await count('m2'));
+        const s = value<Stats>(await rpc(node.url, 'node.stats', {}, { board: 'm2' }));
+        return s.replicas.replicas.map((r) => [r.board, r.threads]);
+      };
+      expect(await threads()).toEqual([['m2', 1]]);
+      await node.stop();
+      node = await startNode({ ...env, BOARD_REPLICA_THREADS: '2' });
+      restarted = node;
+      expect(await threads()).toEqual([['m2', 2]]);
     });
   });
 }

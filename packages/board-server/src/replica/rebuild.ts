@@ -4,7 +4,7 @@ import { boardTable } from '../boards/board-admin.js';
 import { parseColumns } from '../boards/columns.js';
 import { boardError } from '../errors.js';
 import type { BoardDb } from '../store/database.js';
-import { Replica } from './replica.js';
+import { type DuckSettings, Replica } from './replica.js';
 
 /** Base-table rows read per page while rebuilding. */
 const REBUILD_BATCH = 50_000;
@@ -18,7 +18,7 @@ export async function rebuildReplica(
   board: string,
   path: string,
   boardNo: number,
-  memoryLimitMb: number,
+  settings: DuckSettings,
 ): Promise<Replica> {
   return await db
     .transaction()
@@ -38,7 +38,7 @@ export async function rebuildReplica(
           c.type === 'TIMESTAMP' ? sql`${micros(c.name)} AS ${sql.id(c.name)}` : sql.ref(c.name),
         ),
       ]);
-      return await Replica.create(path, boardNo, memoryLimitMb, columns, m.head, async (push) => {
+      return await Replica.create(path, boardNo, settings, columns, m.head, async (push) => {
         let last: string | null = null;
         for (;;) {
           const page = await sql<Row>`SELECT ${select} FROM ${sql.table(boardTable(boardNo))}

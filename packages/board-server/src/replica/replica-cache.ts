@@ -14,7 +14,13 @@ import { encodeOutcome, noSync, type Speculation } from './outcome.js';
 import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
-import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
+import {
+  type DuckSettings,
+  type QueryLimits,
+  Replica,
+  removeReplicaFiles,
+  type SnapshotResult,
+} from './replica.js';
 
 const CHANGE_PAGE = 500;
 
@@ -22,6 +28,8 @@ const CHANGE_PAGE = 500;
 export interface ReplicaBudget {
   maxOpen: number;
   memoryMb: number;
+  /** DuckDB threads of each replica (see `DuckSettings`). */
+  threads: number;
 }
 
 /**
@@ -68,6 +76,10 @@ export class ReplicaCache {
     return Math.max(16, Math.floor(this.budget.memoryMb / this.budget.maxOpen));
   }
 
+  private get duckSettings(): DuckSettings {
+    return { memoryLimitMb: this.perReplicaMemoryMb, threads: this.budget.threads };
+  }
+
   /** Boards whose replica is open, least recently used first, with their watermarks. */
   stats(): {
     open: number;
@@ -75,7 +87,7 @@ export class ReplicaCache {
     memoryBudgetMb: number;
     memoryInUseBytes: number;
     memoryMbEach: number;
-    replicas: { board: string; watermark: number; memoryBytes: number }[];
+    replicas: { board: string; watermark: number; memoryBytes: number; threads: number }[];
   } {
     return {
       open: this.open.size,
@@ -87,6 +99,7 @@ export class ReplicaCache {
         board,
         watermark: r.watermark,
         memoryBytes: this.memory.of(board),
+        threads: r.threads,
       })),
     };
   }
@@ -277,7 +290,7 @@ export class ReplicaCache {
     }
     if (!replica) {
       await mkdir(this.dir, { recursive: true });
-      replica = await Replica.open(path, m.boardNo, this.perReplicaMemoryMb);
+      replica = await Replica.open(path, m.boardNo, this.duckSettings);
       cache = 'reattach';
     }
     const from = replica?.watermark ?? 0;
@@ -300,7 +313,7 @@ export class ReplicaCache {
     }
     if (!replica) {
       this.log.info({ board }, 'rebuilding replica from the base table');
-      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.perReplicaMemoryMb);
+      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.duckSettings);
       cache = 'rebuild';
       sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
       this.counters.rebuild++;

@@ -29,7 +29,18 @@ const META_TABLE = 'replica_meta';
  * access (read_csv, glob, ATTACH, COPY TO... all fail), no extension loading, and the
  * configuration locked so that no statement can change any of this.
  */
-function instanceOptions(memoryLimitMb: number): Record<string, string> {
+/** How each replica's DuckDB instance is sized. */
+export interface DuckSettings {
+  memoryLimitMb: number;
+  /**
+   * DuckDB's `threads`. With 1 a statement runs on the thread that issued it alone (statements on
+   * different connections and replicas still run in parallel); with more, DuckDB's worker threads
+   * share large scans, and are woken for every statement (README, "DuckDB threads").
+   */
+  threads: number;
+}
+
+function instanceOptions({ memoryLimitMb, threads }: DuckSettings): Record<string, string> {
   return {
     enable_external_access: 'false',
     autoinstall_known_extensions: 'false',
@@ -37,6 +48,7 @@ function instanceOptions(memoryLimitMb: number): Record<string, string> {
     allow_community_extensions: 'false',
     allow_unsigned_extensions: 'false',
     memory_limit: `${memoryLimitMb}MB`,
+    threads: String(threads),
     lock_configuration: 'true',
   };
 }
@@ -86,7 +98,7 @@ export class Replica {
   }
 
   /** Opens the replica file, or returns undefined if it is missing or unreadable (then rebuild). */
-  static async open(path: string, boardNo: number, memoryLimitMb: number): Promise<Replica | undefined> {
+  static async open(path: string, boardNo: number, settings: DuckSettings): Promise<Replica | undefined> {
     try {
       await stat(path);
     } catch {
@@ -94,12 +106,12 @@ export class Replica {
     }
     let instance: DuckDBInstance | undefined;
     try {
-      instance = await DuckDBInstance.create(path, instanceOptions(memoryLimitMb));
+      instance = await DuckDBInstance.create(path, instanceOptions(settings));
       const conn = await instance.connect();
       const r = await conn.runAndReadAll(`SELECT watermark, board_no, columns FROM ${META_TABLE}`);
       const row = r.getRowsJS()[0];
       if (!row || Number(row[1]) !== boardNo) throw new Error('replica of another board');
-      return new Replica(
+      const replica = new Replica(
         path,
         boardNo,
         instance,
@@ -107,6 +119,8 @@ export class Replica {
         Number(row[0]),
         JSON.parse(String(row[2])) as ColumnDef[],
       );
+      await replica.readThreads();
+      return replica;
     } catch {
       instance?.closeSync();
       await removeReplicaFiles(path);
@@ -121,16 +135,17 @@ export class Replica {
   static async create(
     path: string,
     boardNo: number,
-    memoryLimitMb: number,
+    settings: DuckSettings,
     columns: ColumnDef[],
     watermark: number,
     load: (push: (rows: Row[]) => void) => Promise<void>,
   ): Promise<Replica> {
     await removeReplicaFiles(path);
-    const instance = await DuckDBInstance.create(path, instanceOptions(memoryLimitMb));
+    const instance = await DuckDBInstance.create(path, instanceOptions(settings));
     try {
       const conn = await instance.connect();
       const replica = new Replica(path, boardNo, instance, conn, watermark, columns);
+      await replica.readThreads();
       await conn.run('BEGIN TRANSACTION');
       await conn.run(`CREATE TABLE ${META_TABLE} (watermark BIGINT, board_no BIGINT, columns VARCHAR)`);
       await conn.run(`CREATE TABLE ${REPLICA_TABLE} (${replica.columnDdl().join(', ')})`);
@@ -286,6 +301,14 @@ export class Replica {
   }
 
   /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
+  /** The threads DuckDB runs this replica's statements with, as DuckDB reports them (`node.stats`). */
+  threads = 0;
+
+  private async readThreads(): Promise<void> {
+    const r = await this.conn.runAndReadAll("SELECT current_setting('threads')");
+    this.threads = Number(r.getRowsJS()[0]?.[0] ?? 0);
+  }
+
   async memoryBytes(): Promise<number> {
     const r = await this.conn.runAndReadAll(
       'SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()',
