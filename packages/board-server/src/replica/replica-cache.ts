@@ -14,13 +14,7 @@ import { encodeOutcome, noSync, type Speculation } from './outcome.js';
 import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
-import {
-  type DuckSettings,
-  type QueryLimits,
-  Replica,
-  removeReplicaFiles,
-  type SnapshotResult,
-} from './replica.js';
+import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
 const CHANGE_PAGE = 500;
 
@@ -76,7 +70,8 @@ export class ReplicaCache {
     return Math.max(16, Math.floor(this.budget.memoryMb / this.budget.maxOpen));
   }
 
-  private get duckSettings(): DuckSettings {
+  /** How each replica's DuckDB instance is sized (`DuckSettings`). */
+  private get duckSettings() {
     return { memoryLimitMb: this.perReplicaMemoryMb, threads: this.budget.threads };
   }
 
