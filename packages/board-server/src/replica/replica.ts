@@ -24,11 +24,6 @@ export type { EncodedResult, QueryLimits } from './result-reader.js';
 
 const META_TABLE = 'replica_meta';
 
-/**
- * Settings every replica is opened with. The query path relies on them: no file system or network
- * access (read_csv, glob, ATTACH, COPY TO... all fail), no extension loading, and the
- * configuration locked so that no statement can change any of this.
- */
 /** How each replica's DuckDB instance is sized. */
 export interface DuckSettings {
   memoryLimitMb: number;
@@ -40,6 +35,11 @@ export interface DuckSettings {
   threads: number;
 }
 
+/**
+ * Settings every replica is opened with. The query path relies on them: no file system or network
+ * access (read_csv, glob, ATTACH, COPY TO... all fail), no extension loading, and the
+ * configuration locked so that no statement can change any of this.
+ */
 function instanceOptions({ memoryLimitMb, threads }: DuckSettings): Record<string, string> {
   return {
     enable_external_access: 'false',
@@ -300,7 +300,6 @@ export class Replica {
     await new Promise<void>((resolve) => this.drainedWaiters.push(resolve));
   }
 
-  /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
   /** The threads DuckDB runs this replica's statements with, as DuckDB reports them (`node.stats`). */
   threads = 0;
 
@@ -309,6 +308,7 @@ export class Replica {
     this.threads = Number(r.getRowsJS()[0]?.[0] ?? 0);
   }
 
+  /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
   async memoryBytes(): Promise<number> {
     const r = await this.conn.runAndReadAll(
       'SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()',

@@ -27,8 +27,12 @@ export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** `POST /rpc/<procedure>`: everything after it is the procedure's name, exactly as sent. */
 const RPC_PREFIX = '/rpc/';
 
-/** What one request has got to, for its error answer and its metrics. */
+/** One request, its response, and what it has got to (for its error answer and its metrics). */
 interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** `process.hrtime.bigint()` when it arrived. */
+  started: bigint;
   /** Route template (bounded), the metrics label; `unmatched` until a route matched. */
   route: string;
   procedure: ProcedureName | undefined;
@@ -61,52 +65,31 @@ function rawPath(target: string): string {
 export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetrics): RequestListener {
   const auth = { on: ctx.config.auth === 'on', secret: ctx.config.tokenSecret };
 
+  /** Counts the request as answered (a watch stream: once its head is written). */
+  const observe = (ex: Exchange, status: number) => {
+    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
+    metrics?.http.observe(ex.route, ex.req.method ?? 'OTHER', status, seconds);
+  };
+
   /** Writes a whole answer and counts it. */
-  const answer = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    exchange: Exchange,
-    started: bigint,
-    status: number,
-    contentType: string,
-    body: Buffer | string,
-  ) => {
+  const answer = (ex: Exchange, status: number, contentType: string, body: Buffer | string) => {
+    const { req, res } = ex;
     if (!res.headersSent && !res.destroyed) {
       res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
       res.end(req.method === 'HEAD' ? undefined : body);
     }
-    observe(req, exchange, started, status);
+    observe(ex, status);
   };
 
-  const observe = (req: IncomingMessage, exchange: Exchange, started: bigint, status: number) => {
-    metrics?.http.observe(
-      exchange.route,
-      req.method ?? 'OTHER',
-      status,
-      Number(process.hrtime.bigint() - started) / 1e9,
-    );
-  };
-
-  const answerError = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    exchange: Exchange,
-    started: bigint,
-    err: unknown,
-  ) => {
+  const answerError = (ex: Exchange, err: unknown) => {
     const { tag, message } = toWireError(err, ctx.log);
-    if (exchange.procedure) metrics?.procedure(exchange.procedure, tag);
-    const status = exchange.handlerRan ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
-    answer(req, res, exchange, started, status, JSON_TYPE, JSON.stringify(fail(tag, message)));
+    if (ex.procedure) metrics?.procedure(ex.procedure, tag);
+    const status = ex.handlerRan ? 200 : ERROR_TAGS[tag] === 200 ? 400 : ERROR_TAGS[tag];
+    answer(ex, status, JSON_TYPE, JSON.stringify(fail(tag, message)));
   };
 
-  const rpc = async (
-    req: IncomingMessage,
-    res: ServerResponse,
-    exchange: Exchange,
-    started: bigint,
-    name: string,
-  ) => {
+  const rpc = async (exchange: Exchange, name: string) => {
+    const { req } = exchange;
     if (!isProcedureName(name)) {
       throw boardError('UnknownProcedure', `unknown procedure ${JSON.stringify(name.slice(0, 100))}`);
     }
@@ -121,10 +104,11 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
       value instanceof EncodedJson
         ? Buffer.concat([ENVELOPE_HEAD, ...value.parts, ENVELOPE_TAIL])
         : JSON.stringify(ok(value));
-    answer(req, res, exchange, started, 200, JSON_TYPE, body);
+    answer(exchange, 200, JSON_TYPE, body);
   };
 
-  const watch = async (req: IncomingMessage, res: ServerResponse, exchange: Exchange, started: bigint) => {
+  const watch = async (exchange: Exchange) => {
+    const { req, res } = exchange;
     const scope = await authorize(req.headers, 'read', auth);
     const query = (req.url ?? '').indexOf('?');
     const afterRaw = query < 0 ? null : new URLSearchParams((req.url ?? '').slice(query + 1)).get('after');
@@ -138,15 +122,21 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
     // Written straight to the socket: the board's feed encodes each change once and writes the
     // same bytes to every stream (see src/watch/). The stream counts until its head.
     const sink = new ResponseSink(res);
-    observe(req, exchange, started, 200);
+    observe(exchange, 200);
     ctx.watch
       .open(sink, scope.board, after, scope.expiresAt)
       .catch((err: unknown) => ctx.log.error({ err }, 'watch stream failed'));
   };
 
   return (req, res) => {
-    const started = process.hrtime.bigint();
-    const exchange: Exchange = { route: UNMATCHED_ROUTE, procedure: undefined, handlerRan: false };
+    const exchange: Exchange = {
+      req,
+      res,
+      started: process.hrtime.bigint(),
+      route: UNMATCHED_ROUTE,
+      procedure: undefined,
+      handlerRan: false,
+    };
     const path = rawPath(req.url ?? '/');
     const method = req.method ?? '';
     const read = method === 'GET' || method === 'HEAD';
@@ -154,26 +144,26 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
     try {
       if (method === 'POST' && path.startsWith(RPC_PREFIX)) {
         exchange.route = '/rpc/:procedure';
-        served = rpc(req, res, exchange, started, path.slice(RPC_PREFIX.length));
+        served = rpc(exchange, path.slice(RPC_PREFIX.length));
       } else if (method === 'GET' && path === '/watch') {
         exchange.route = '/watch';
-        served = watch(req, res, exchange, started);
+        served = watch(exchange);
       } else if (read && path === '/health') {
         exchange.route = '/health';
         const body = JSON.stringify({ ok: true, nodeId: ctx.config.nodeId });
-        served = answer(req, res, exchange, started, 200, JSON_TYPE, body);
+        served = answer(exchange, 200, JSON_TYPE, body);
       } else if (read && path === '/metrics' && metrics) {
         exchange.route = '/metrics';
         served = metricsAnswer(metrics.registry).then(({ contentType, body }) =>
-          answer(req, res, exchange, started, 200, contentType, body),
+          answer(exchange, 200, contentType, body),
         );
       } else {
         throw boardError('NotFound', `no route ${method.slice(0, 20)} ${JSON.stringify(path.slice(0, 200))}`);
       }
     } catch (err) {
-      return answerError(req, res, exchange, started, err);
+      return answerError(exchange, err);
     }
-    served?.catch((err: unknown) => answerError(req, res, exchange, started, err));
+    served?.catch((err: unknown) => answerError(exchange, err));
   };
 }
 
