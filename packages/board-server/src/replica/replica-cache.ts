@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import type { CacheOutcome, Cell, QueryOutcome, SyncResult } from '@board/protocol';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { readRecords } from '../changelog/changes-reader.js';
 import type { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
+import { catchUpReplica } from './catch-up.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
 import { MemorySamples } from './memory-samples.js';
 import { encodeOutcome, noSync, type Speculation } from './outcome.js';
@@ -15,8 +15,6 @@ import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
-
-const CHANGE_PAGE = 500;
 
 /** Budget of open replicas. */
 export interface ReplicaBudget {
@@ -291,7 +289,7 @@ export class ReplicaCache {
     const from = replica?.watermark ?? 0;
     let sync: SyncResult = noSync(from);
     if (replica && replica.watermark < m.head) {
-      const applied = await this.catchUp(board, replica, m.head).catch((err) => {
+      const applied = await catchUpReplica(this.db, board, replica, m.head).catch((err) => {
         this.log.warn({ err, board }, 'incremental replica sync failed; rebuilding');
         return -1;
       });
@@ -328,18 +326,6 @@ export class ReplicaCache {
       replica.close();
       await removeReplicaFiles(replica.path);
     }
-  }
-
-  /** Applies records (watermark, head]; returns how many, or -1 when the log no longer reaches back. */
-  private async catchUp(board: string, replica: Replica, head: number): Promise<number> {
-    let applied = 0;
-    while (replica.watermark < head) {
-      const records = await readRecords(this.db, board, replica.watermark, head, CHANGE_PAGE);
-      if (records[0]?.seq !== replica.watermark + 1) return -1;
-      await replica.apply(records);
-      applied += records.length;
-    }
-    return applied;
   }
 
   private touch(board: string, replica: Replica): void {
