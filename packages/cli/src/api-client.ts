@@ -1,24 +1,34 @@
 import { type ErrorCode, type ErrorDetails, errorFromBody, type OrchError } from '@orch/protocol';
-import type { Context } from './context-store.js';
+import { z } from 'zod';
+import { type Context, tokenProblem } from './context-store.js';
 import { CliError } from './errors.js';
+import { describeIssues } from './issues.js';
 
 /**
- * An error answer of the orchestrator (or no answer: code `transport`), printed by the entry point
- * as `orch: <message> (<code>)`. `error` is the protocol's typed error ({@link errorFromBody}),
- * with the server's code, status and details.
+ * The codes of failures that are not the orchestrator's error answers: `transport` (no answer, or
+ * an answer cut short or too slow) and `bad_answer` (an answer the CLI will not use: too large,
+ * not JSON, or not the shape the route answers).
+ */
+export type LocalErrorCode = 'transport' | 'bad_answer';
+
+/**
+ * An error answer of the orchestrator, or a failure to get a usable one ({@link LocalErrorCode}),
+ * printed by the entry point as `orch: <message> (<code>)`. `error` is the protocol's typed error
+ * ({@link errorFromBody}) of an error answer, with the server's code, status and details.
  */
 export class ApiCallError extends CliError {
   override readonly name = 'ApiCallError';
-  readonly code: ErrorCode | 'transport';
+  readonly code: ErrorCode | LocalErrorCode;
   readonly status: number;
   readonly details: ErrorDetails | undefined;
 
   constructor(
     readonly error: OrchError | undefined,
-    transportMessage = '',
+    localMessage = '',
+    localCode: LocalErrorCode = 'transport',
   ) {
-    super(`orch: ${error ? error.message : transportMessage} (${error ? error.code : 'transport'})`);
-    this.code = error ? error.code : 'transport';
+    super(`orch: ${error ? error.message : localMessage} (${error ? error.code : localCode})`);
+    this.code = error ? error.code : localCode;
     this.status = error ? error.status : 0;
     this.details = error?.details;
   }
@@ -38,19 +48,80 @@ export function apiErrorFromResponse(status: number, text: string): ApiCallError
   return new ApiCallError(errorFromBody(status, body));
 }
 
-/** A small client of the `/v1` API over fetch. Never follows redirects (a token must not travel elsewhere). */
-export class OrchClient {
-  constructor(private readonly context: Context) {}
+/**
+ * What went wrong on the wire, in words that never quote the request: fetch's own messages can
+ * hold header values (the token), so only a timeout and the system's error code are reported.
+ */
+export function transportProblem(err: unknown, timeoutMs?: number): string {
+  const name = (err as { name?: unknown } | undefined)?.name;
+  if (name === 'TimeoutError' && timeoutMs !== undefined)
+    return `no complete answer within ${timeoutMs / 1000} s`;
+  const code = (err as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,63}$/.test(code)) return code;
+  return name === 'AbortError' ? 'the request was interrupted' : 'the request failed';
+}
 
-  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await this.send(method, path, { body, signal: AbortSignal.timeout(30_000) });
-    const text = await res.text();
+/** The answer to a route that answers 204 (no body). */
+export const NoContent = z.undefined();
+
+/**
+ * The most of one answer the CLI reads: 64 MiB, far above any list the orchestrator sends, far
+ * below what would exhaust the process. A larger answer is refused as it streams in.
+ */
+export const ANSWER_LIMIT_BYTES = 64 * 2 ** 20;
+
+/** How long one call (`call`) may take, answer read in full. */
+export const CALL_TIMEOUT_MS = 30_000;
+
+export interface OrchClientOptions {
+  /** Default {@link ANSWER_LIMIT_BYTES}. */
+  readonly answerLimitBytes?: number;
+  /** Default {@link CALL_TIMEOUT_MS}. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * A small client of the `/v1` API over fetch. Never follows redirects (a token must not travel
+ * elsewhere). Every answer is read with a size cap and checked with the schema of the route, so a
+ * command sees either an answer of the documented shape or an {@link ApiCallError}.
+ */
+export class OrchClient {
+  readonly #context: Context;
+  readonly #answerLimit: number;
+  readonly #timeoutMs: number;
+
+  constructor(context: Context, opts: OrchClientOptions = {}) {
+    this.#context = context;
+    this.#answerLimit = opts.answerLimitBytes ?? ANSWER_LIMIT_BYTES;
+    this.#timeoutMs = opts.timeoutMs ?? CALL_TIMEOUT_MS;
+  }
+
+  /**
+   * One request, its answer read in full within the time limit and checked with `schema` (the
+   * `@orch/protocol` schema of the route's answer; {@link NoContent} for a 204).
+   *
+   * @example
+   * const { hosts } = await api.call(HostList, 'GET', '/v1/hosts');
+   */
+  async call<S extends z.ZodType>(
+    schema: S,
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<z.output<S>> {
+    const signal = AbortSignal.timeout(this.#timeoutMs);
+    const res = await this.send(method, path, { body, signal });
+    const text = new TextDecoder().decode(await this.readAll(res));
     if (!res.ok) throw apiErrorFromResponse(res.status, text);
+    let json: unknown;
     try {
-      return (text === '' ? undefined : JSON.parse(text)) as T;
+      json = text === '' ? undefined : JSON.parse(text);
     } catch {
-      throw new ApiCallError(undefined, `the orchestrator at ${this.context.url} did not answer JSON`);
+      throw this.badAnswer(method, path, 'not JSON');
     }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) throw this.badAnswer(method, path, describeIssues(parsed.error.issues));
+    return parsed.data;
   }
 
   /**
@@ -59,8 +130,40 @@ export class OrchClient {
    */
   async open(path: string, signal?: AbortSignal): Promise<Response> {
     const res = await this.send('GET', path, { accept: '*/*', ...(signal ? { signal } : {}) });
-    if (!res.ok) throw apiErrorFromResponse(res.status, await res.text());
+    if (!res.ok) throw apiErrorFromResponse(res.status, new TextDecoder().decode(await this.readAll(res)));
     return res;
+  }
+
+  /**
+   * The whole body of `res`, at most the answer limit: a larger one is cancelled as soon as it
+   * passes the limit (`bad_answer`); a body cut short or too slow is a `transport` error.
+   */
+  async readAll(res: Response): Promise<Uint8Array> {
+    const declared = Number(res.headers.get('content-length') ?? 0);
+    if (declared > this.#answerLimit) {
+      await res.body?.cancel().catch(() => undefined);
+      throw this.tooLarge();
+    }
+    if (!res.body) return new Uint8Array();
+    const reader = res.body.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (err) {
+        throw this.transport(err);
+      }
+      if (next.done) break;
+      size += next.value.byteLength;
+      if (size > this.#answerLimit) {
+        await reader.cancel().catch(() => undefined);
+        throw this.tooLarge();
+      }
+      chunks.push(next.value);
+    }
+    return Buffer.concat(chunks, size);
   }
 
   private async send(
@@ -69,10 +172,14 @@ export class OrchClient {
     opts: { body?: unknown; signal?: AbortSignal; accept?: string },
   ): Promise<Response> {
     const headers: Record<string, string> = { accept: opts.accept ?? 'application/json' };
-    if (this.context.token) headers.authorization = `Bearer ${this.context.token}`;
+    if (this.#context.token !== undefined) {
+      const problem = tokenProblem(this.#context.token);
+      if (problem) throw new CliError(`orch: the token of this context cannot be sent: it ${problem}`);
+      headers.authorization = `Bearer ${this.#context.token}`;
+    }
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     try {
-      return await fetch(`${this.context.url}${path}`, {
+      return await fetch(`${this.#context.url}${path}`, {
         method,
         headers,
         redirect: 'manual',
@@ -80,8 +187,32 @@ export class OrchClient {
         ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
       });
     } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ApiCallError(undefined, `cannot reach the orchestrator at ${this.context.url}: ${cause}`);
+      throw this.transport(err);
     }
+  }
+
+  private transport(err: unknown): ApiCallError {
+    return new ApiCallError(
+      undefined,
+      `cannot reach the orchestrator at ${this.#context.url}: ${transportProblem(err, this.#timeoutMs)}`,
+    );
+  }
+
+  private tooLarge(): ApiCallError {
+    const mib = this.#answerLimit / 2 ** 20;
+    const limit = Number.isInteger(mib) ? `${mib} MiB` : `${this.#answerLimit} bytes`;
+    return new ApiCallError(
+      undefined,
+      `the orchestrator's answer is larger than ${limit}; it was not read further`,
+      'bad_answer',
+    );
+  }
+
+  private badAnswer(method: string, path: string, problem: string): ApiCallError {
+    return new ApiCallError(
+      undefined,
+      `malformed answer from the orchestrator at ${this.#context.url} to ${method} ${path.split('?')[0]}: ${problem}`,
+      'bad_answer',
+    );
   }
 }

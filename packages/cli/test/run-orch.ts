@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /** The `orch` executable as npm links it. */
@@ -25,4 +25,24 @@ export function runOrch(
   });
   if (r.error) throw r.error;
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * Runs the built CLI as {@link runOrch} does, without blocking this process (so that a server in
+ * the test can answer it), with its contexts file under `configDir` (`XDG_CONFIG_HOME`).
+ */
+export function runOrchAsync(args: readonly string[], configDir: string): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [ORCH_BIN, ...args], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', XDG_CONFIG_HOME: configDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
 }

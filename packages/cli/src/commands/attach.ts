@@ -2,6 +2,7 @@ import WebSocket from 'ws';
 import { apiErrorFromResponse } from '../api-client.js';
 import { ContextStore } from '../context-store.js';
 import { CliError } from '../errors.js';
+import { ENVIRONMENT_ID, idSegment } from '../ids.js';
 import { contextsFile } from '../settings.js';
 
 /** Ctrl-] detaches, as in telnet. */
@@ -12,8 +13,9 @@ const DETACH = 0x1d;
  * Ctrl-] detaches; the VM keeps running.
  */
 export async function attach(id: string): Promise<number> {
+  const segment = idSegment(ENVIRONMENT_ID, id);
   const { context } = await new ContextStore(contextsFile()).current();
-  const url = `${context.url.replace(/^http/, 'ws')}/v1/environments/${encodeURIComponent(id)}/attach`;
+  const url = `${context.url.replace(/^http/, 'ws')}/v1/environments/${segment}/attach`;
   const ws = new WebSocket(url, {
     headers: context.token ? { authorization: `Bearer ${context.token}` } : {},
     followRedirects: false,

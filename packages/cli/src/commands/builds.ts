@@ -1,12 +1,13 @@
 import { relative } from 'node:path';
-import type { Build, BuildStep } from '@orch/protocol';
+import { Build, type BuildStep } from '@orch/protocol';
 import type { OrchClient } from '../api-client.js';
 import { CliError } from '../errors.js';
+import { BUILD_ID, idSegment } from '../ids.js';
 import { client } from './client.js';
 import { secretValues } from './environments.js';
 import { compileFile, type OutputMode } from './preview.js';
 
-const buildPath = (id: string) => `/v1/builds/${encodeURIComponent(id)}`;
+const buildPath = (id: string) => `/v1/builds/${idSegment(BUILD_ID, id)}`;
 
 export interface BuildFlags {
   readonly file?: string;
@@ -38,7 +39,7 @@ export async function build(
   }
   const secrets = await secretValues(compiled.request.required_secrets, flags);
   const api = await client();
-  const started = await api.call<Build>('POST', '/v1/builds', {
+  const started = await api.call(Build, 'POST', '/v1/builds', {
     task_id: compiled.request.task_id,
     spec: compiled.request.spec,
     workspace: compiled.manifest.machine.workspace,
@@ -81,7 +82,7 @@ async function follow(api: OrchClient, first: Build, onStep: (step: BuildStep) =
     }
     if (b.state !== 'running') return b;
     await new Promise((r) => setTimeout(r, 500));
-    b = await api.call<Build>('GET', buildPath(b.id));
+    b = await api.call(Build, 'GET', buildPath(b.id));
   }
 }
 

@@ -1,5 +1,6 @@
+import { ApiKeyList, HostList } from '@orch/protocol';
 import { OrchClient } from '../api-client.js';
-import { type Context, ContextStore } from '../context-store.js';
+import { type Context, ContextStore, tokenProblem } from '../context-store.js';
 import { UsageError } from '../errors.js';
 import { contextsFile } from '../settings.js';
 import { table } from '../table.js';
@@ -25,16 +26,20 @@ export async function connect(
     throw new UsageError('the orchestrator URL must be http or https');
   if (url.username || url.password || url.search || url.hash)
     throw new UsageError('the orchestrator URL must not carry credentials, a query or a fragment');
+  // Checked before anything is sent, and never quoted: a token fetch cannot send would otherwise
+  // come back inside its error message.
+  const problem = opts.token ? tokenProblem(opts.token) : undefined;
+  if (problem) throw new UsageError(`--token ${problem}; it was not sent or saved`);
   const context: Context = {
     url: url.origin,
     master: opts.master ?? false,
     ...(opts.token ? { token: opts.token } : {}),
   };
   const client = new OrchClient(context);
-  await client.call('GET', '/v1/hosts');
+  await client.call(HostList, 'GET', '/v1/hosts');
   // A master-only read proves the token is the master token (501 without a key store still says "admitted").
   if (context.master) {
-    await client.call('GET', '/v1/api-keys').catch((err: { status?: number }) => {
+    await client.call(ApiKeyList, 'GET', '/v1/api-keys').catch((err: { status?: number }) => {
       if (err.status === 403)
         throw new UsageError(
           '--master was given, but the orchestrator refuses this token on master-only routes',

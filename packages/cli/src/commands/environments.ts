@@ -1,13 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import type { Environment, ExecResult } from '@orch/protocol';
+import { Environment, EnvironmentList, ExecResult } from '@orch/protocol';
 import type { OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
+import { ENVIRONMENT_ID, idSegment } from '../ids.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import { EnvChanges } from './env-changes.js';
 import { compileFile, type OutputMode, type PreviewFlags } from './preview.js';
 
-const envPath = (id: string) => `/v1/environments/${encodeURIComponent(id)}`;
+const envPath = (id: string) => `/v1/environments/${idSegment(ENVIRONMENT_ID, id)}`;
 
 /**
  * Reads `NAME=VALUE` lines (blank lines and `#` comments ignored) from a secrets file. Names are
@@ -59,7 +60,7 @@ export async function up(
   const secrets = await secretValues(compiled.request.required_secrets, flags);
   const { required_secrets: _names, ...body } = compiled.request;
   const api = await client();
-  const env = await api.call<Environment>('POST', '/v1/environments', { ...body, secrets });
+  const env = await api.call(Environment, 'POST', '/v1/environments', { ...body, secrets });
   return follow(api, env, flags.detach ?? false, output);
 }
 
@@ -105,14 +106,14 @@ export async function follow(
     const changes = await EnvChanges.open(api, env.id);
     try {
       // Read once the stream is open: a change made before it is not missed.
-      env = await api.call<Environment>('GET', envPath(env.id));
+      env = await api.call(Environment, 'GET', envPath(env.id));
       for (let quiet = 0; env.state === 'creating'; ) {
         const secs = ((Date.now() - started) / 1000).toFixed(0);
         if (tty) process.stderr.write(`\r${env.id}: creating on ${env.host_id} (${secs}s)`);
         const woke = await changes.next(1000);
         quiet = woke === 'quiet' ? quiet + 1 : 0;
         if (woke === 'changed' || !changes.live || quiet % 5 === 0)
-          env = await api.call<Environment>('GET', envPath(env.id));
+          env = await api.call(Environment, 'GET', envPath(env.id));
       }
     } finally {
       changes.close();
@@ -134,8 +135,7 @@ export function showEnvironment(env: Environment, output: OutputMode): string {
     if (env.expires_at) lines.push(`  stops at ${env.expires_at} (max runtime)`);
     for (const p of env.ports) lines.push(`  ${p.as.padEnd(12)} ${p.url}  -> guest port ${p.port}`);
   }
-  // Older orchd answers carry no services.
-  const services = env.services ?? [];
+  const services = env.services;
   if (services.length > 0) {
     lines.push('  services:');
     for (const s of services) {
@@ -150,10 +150,7 @@ export function showEnvironment(env: Environment, output: OutputMode): string {
 }
 
 export async function listEnvironments(output: OutputMode): Promise<string> {
-  const { environments } = await (await client()).call<{ environments: Environment[] }>(
-    'GET',
-    '/v1/environments',
-  );
+  const { environments } = await (await client()).call(EnvironmentList, 'GET', '/v1/environments');
   if (output === 'json') return `${JSON.stringify({ environments }, null, 2)}\n`;
   if (environments.length === 0) return 'no environments: create one with `orch up`\n';
   return table(
@@ -172,27 +169,25 @@ export async function listEnvironments(output: OutputMode): Promise<string> {
 }
 
 export async function getEnvironment(id: string, output: OutputMode): Promise<string> {
-  return showEnvironment(await (await client()).call<Environment>('GET', envPath(id)), output);
+  const path = envPath(id);
+  return showEnvironment(await (await client()).call(Environment, 'GET', path), output);
 }
 
 /** `orch env pause <env>`: `?action=pause`; prints the environment (state `paused`). */
 export async function pauseEnvironment(id: string, output: OutputMode): Promise<string> {
-  return showEnvironment(
-    await (await client()).call<Environment>('POST', `${envPath(id)}?action=pause`),
-    output,
-  );
+  const path = `${envPath(id)}?action=pause`;
+  return showEnvironment(await (await client()).call(Environment, 'POST', path), output);
 }
 
 /** `orch env resume <env>`: `?action=resume`; prints the environment (state `running`, its ports). */
 export async function resumeEnvironment(id: string, output: OutputMode): Promise<string> {
-  return showEnvironment(
-    await (await client()).call<Environment>('POST', `${envPath(id)}?action=resume`),
-    output,
-  );
+  const path = `${envPath(id)}?action=resume`;
+  return showEnvironment(await (await client()).call(Environment, 'POST', path), output);
 }
 
 export async function removeEnvironment(id: string, output: OutputMode): Promise<string> {
-  return showEnvironment(await (await client()).call<Environment>('DELETE', envPath(id)), output);
+  const path = envPath(id);
+  return showEnvironment(await (await client()).call(Environment, 'DELETE', path), output);
 }
 
 /**
@@ -204,6 +199,7 @@ export async function exec(
   argv: readonly string[],
   opts: { timeout?: string; cwd?: string; env?: string[] },
 ): Promise<number> {
+  const path = `${envPath(id)}?action=exec`;
   if (argv.length === 0)
     throw new UsageError('give the command after --, for example: orch exec env_1 -- uname -a');
   const timeout = opts.timeout === undefined ? 60 : Number(opts.timeout);
@@ -215,7 +211,7 @@ export async function exec(
     if (eq <= 0) throw new UsageError(`--env ${JSON.stringify(e)} must look like NAME=VALUE`);
     env[e.slice(0, eq)] = e.slice(eq + 1);
   }
-  const result = await (await client()).call<ExecResult>('POST', `${envPath(id)}?action=exec`, {
+  const result = await (await client()).call(ExecResult, 'POST', path, {
     argv,
     env,
     timeout_seconds: timeout,

@@ -1,5 +1,5 @@
 import { createParser } from 'eventsource-parser';
-import { apiErrorFromResponse } from '../api-client.js';
+import { apiErrorFromResponse, transportProblem } from '../api-client.js';
 import { ContextStore } from '../context-store.js';
 import { CliError } from '../errors.js';
 import { contextsFile } from '../settings.js';
@@ -28,7 +28,7 @@ export async function followEvents(opts: { after?: string; type?: string }): Pro
     } catch (err) {
       if (stop.signal.aborted) break;
       if (++failures > 30) throw new CliError(`orch: cannot reach the orchestrator at ${context.url}`);
-      process.stderr.write(`orch: event stream unreachable (${(err as Error).message}); retrying\n`);
+      process.stderr.write(`orch: event stream unreachable (${transportProblem(err)}); retrying\n`);
       await new Promise((r) => setTimeout(r, 1000));
       continue;
     }

@@ -1,10 +1,12 @@
-import { checkAgentUrl, type EnvironmentMove, type Host, type HostDrain } from '@orch/protocol';
+import { checkAgentUrl, Host, HostDrain, HostList, MoveList } from '@orch/protocol';
+import { NoContent } from '../api-client.js';
 import { UsageError } from '../errors.js';
+import { HOST_ID_KIND, idSegment } from '../ids.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import type { OutputMode } from './preview.js';
 
-const path = (id: string) => `/v1/hosts/${encodeURIComponent(id)}`;
+const path = (id: string) => `/v1/hosts/${idSegment(HOST_ID_KIND, id)}`;
 const pct = (free: number, total: number) => (total === 0 ? '-' : `${total - free}/${total}`);
 
 function hostRows(hosts: readonly Host[]): string {
@@ -42,7 +44,7 @@ export async function registerHost(
   });
   // fromEntries defines own properties: a label named `__proto__` is a label.
   const labels: Record<string, string> = Object.fromEntries(pairs);
-  const host = await (await client()).call<Host>('POST', '/v1/hosts', {
+  const host = await (await client()).call(Host, 'POST', '/v1/hosts', {
     kind: opts.kind,
     agent_url: checked.url,
     labels,
@@ -53,7 +55,7 @@ export async function registerHost(
 }
 
 export async function listHosts(output: OutputMode): Promise<string> {
-  const { hosts } = await (await client()).call<{ hosts: Host[] }>('GET', '/v1/hosts');
+  const { hosts } = await (await client()).call(HostList, 'GET', '/v1/hosts');
   if (output === 'json') return `${JSON.stringify({ hosts }, null, 2)}\n`;
   if (hosts.length === 0)
     return 'no hosts: register one with `orch host register --url http://<agent>:9090`\n';
@@ -61,13 +63,15 @@ export async function listHosts(output: OutputMode): Promise<string> {
 }
 
 export async function getHost(id: string, output: OutputMode): Promise<string> {
-  return show(await (await client()).call<Host>('GET', path(id)), output);
+  const hostPath = path(id);
+  return show(await (await client()).call(Host, 'GET', hostPath), output);
 }
 
 /** `orch host images <id>`: the images the host boots, with size, digest and source. */
 export async function hostImages(id: string, output: OutputMode): Promise<string> {
-  const host = await (await client()).call<Host>('GET', path(id));
-  const images = host.image_details ?? [];
+  const hostPath = path(id);
+  const host = await (await client()).call(Host, 'GET', hostPath);
+  const images = host.image_details;
   if (output === 'json') return `${JSON.stringify({ images }, null, 2)}\n`;
   if (images.length === 0 && host.images.length === 0) return `host ${id} reports no images\n`;
   // An agent older than image details reports only names.
@@ -83,11 +87,13 @@ export async function setHostState(
   action: 'cordon' | 'uncordon',
   output: OutputMode,
 ): Promise<string> {
-  return show(await (await client()).call<Host>('POST', `${path(id)}?action=${action}`), output);
+  const hostPath = `${path(id)}?action=${action}`;
+  return show(await (await client()).call(Host, 'POST', hostPath), output);
 }
 
 export async function removeHost(id: string, output: OutputMode): Promise<string> {
-  await (await client()).call('DELETE', path(id));
+  const hostPath = path(id);
+  await (await client()).call(NoContent, 'DELETE', hostPath);
   return output === 'json' ? `${JSON.stringify({ removed: id })}\n` : `removed ${id}\n`;
 }
 
@@ -97,16 +103,14 @@ export async function removeHost(id: string, output: OutputMode): Promise<string
  * each one's downtime, then what could not move and why.
  */
 export async function drainHost(id: string, opts: { detach?: boolean }, output: OutputMode): Promise<string> {
+  const hostPath = `${path(id)}?action=drain`;
   const api = await client();
-  const drain = await api.call<HostDrain>('POST', `${path(id)}?action=drain`);
+  const drain = await api.call(HostDrain, 'POST', hostPath);
   const ids = new Set(drain.moves.map((m) => m.id));
   let moves = drain.moves;
   while (!opts.detach && moves.some((m) => m.state !== 'done' && m.state !== 'rolled_back')) {
     await new Promise((r) => setTimeout(r, 500));
-    const all = await api.call<{ moves: EnvironmentMove[] }>(
-      'GET',
-      `/v1/moves?host_id=${encodeURIComponent(id)}`,
-    );
+    const all = await api.call(MoveList, 'GET', `/v1/moves?host_id=${encodeURIComponent(id)}`);
     moves = all.moves.filter((m) => ids.has(m.id));
   }
   if (output === 'json') return `${JSON.stringify({ ...drain, moves }, null, 2)}\n`;

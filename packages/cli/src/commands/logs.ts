@@ -1,6 +1,7 @@
 import { LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from '@orch/protocol';
 import { ApiCallError } from '../api-client.js';
 import { CliError } from '../errors.js';
+import { ENVIRONMENT_ID, idSegment } from '../ids.js';
 import { client } from './client.js';
 
 /** How often a follower whose connection dropped tries again before giving up. */
@@ -17,20 +18,21 @@ export async function showLogs(
   id: string,
   opts: { follow?: boolean; tail?: string; service?: string },
 ): Promise<number> {
+  const segment = idSegment(ENVIRONMENT_ID, id);
   if (opts.tail !== undefined && !/^\d{1,15}$/.test(opts.tail))
     throw new CliError('orch: --tail must be a number of bytes');
   const api = await client();
   // With a service: its log (the orchestrator checks the name); its offsets are absolute and skip
   // what the guest's rotation dropped, which the headers' offsets say.
   const service = opts.service !== undefined ? `service=${encodeURIComponent(opts.service)}&` : '';
-  const base = `/v1/environments/${encodeURIComponent(id)}/logs`;
+  const base = `/v1/environments/${segment}/logs`;
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   if (!opts.follow) {
     let query = opts.tail !== undefined ? `tail=${opts.tail}` : 'offset=0';
     for (;;) {
       const res = await api.open(`${base}?${service}${query}`, stop.signal);
-      const bytes = new Uint8Array(await res.arrayBuffer());
+      const bytes = await api.readAll(res);
       await write(bytes);
       const next = Number(res.headers.get(LOG_OFFSET_HEADER)) + bytes.byteLength;
       if (bytes.byteLength === 0 || next >= Number(res.headers.get(LOG_SIZE_HEADER))) return 0;

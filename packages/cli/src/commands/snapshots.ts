@@ -1,11 +1,13 @@
-import { type Environment, parseDestination, type Snapshot } from '@orch/protocol';
+import { Environment, parseDestination, Snapshot, SnapshotList } from '@orch/protocol';
+import { NoContent } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
+import { ENVIRONMENT_ID, idSegment, SNAPSHOT_ID } from '../ids.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import { follow } from './environments.js';
 import type { OutputMode } from './preview.js';
 
-const snapPath = (id: string) => `/v1/snapshots/${encodeURIComponent(id)}`;
+const snapPath = (id: string) => `/v1/snapshots/${idSegment(SNAPSHOT_ID, id)}`;
 
 function show(s: Snapshot, output: OutputMode): string {
   if (output === 'json') return `${JSON.stringify(s, null, 2)}\n`;
@@ -46,14 +48,15 @@ export async function exportSnapshot(
   opts: { detach?: boolean },
   output: OutputMode,
 ): Promise<string> {
+  const path = snapPath(id);
   const checked = parseDestination(destination);
   if (!checked.ok) throw new UsageError(checked.reason);
   const api = await client();
-  let s = await api.call<Snapshot>('POST', `${snapPath(id)}/exports`, { destination: checked.value.url });
+  let s = await api.call(Snapshot, 'POST', `${path}/exports`, { destination: checked.value.url });
   const mine = (x: Snapshot) => x.exports?.filter((e) => e.destination === checked.value.url).at(-1);
   while (!opts.detach && mine(s)?.status === 'pending') {
     await new Promise((r) => setTimeout(r, 500));
-    s = await api.call<Snapshot>('GET', snapPath(id));
+    s = await api.call(Snapshot, 'GET', path);
   }
   const e = mine(s);
   if (e?.status === 'error') throw new CliError(`export to ${e.destination} failed: ${e.last_error ?? ''}`);
@@ -73,23 +76,20 @@ export async function createSnapshot(
   },
   output: OutputMode,
 ): Promise<string> {
+  const path = `/v1/environments/${idSegment(ENVIRONMENT_ID, envId)}/snapshots`;
   if (opts.retentionUntil !== undefined && Number.isNaN(Date.parse(opts.retentionUntil))) {
     throw new UsageError('--retention-until must be a date-time, for example 2026-12-31T00:00:00Z');
   }
-  const s = await (await client()).call<Snapshot>(
-    'POST',
-    `/v1/environments/${encodeURIComponent(envId)}/snapshots`,
-    {
-      live: opts.live ?? false,
-      ...(opts.comment !== undefined ? { comment: opts.comment } : {}),
-      ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
-      ...(opts.retentionUntil !== undefined
-        ? { retention_until: new Date(opts.retentionUntil).toISOString() }
-        : {}),
-      ...(opts.exportTo !== undefined ? { export_destination: opts.exportTo } : {}),
-      ...(opts.exportStatus !== undefined ? { export_status: opts.exportStatus } : {}),
-    },
-  );
+  const s = await (await client()).call(Snapshot, 'POST', path, {
+    live: opts.live ?? false,
+    ...(opts.comment !== undefined ? { comment: opts.comment } : {}),
+    ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
+    ...(opts.retentionUntil !== undefined
+      ? { retention_until: new Date(opts.retentionUntil).toISOString() }
+      : {}),
+    ...(opts.exportTo !== undefined ? { export_destination: opts.exportTo } : {}),
+    ...(opts.exportStatus !== undefined ? { export_status: opts.exportStatus } : {}),
+  });
   const note =
     opts.live && s.kind === 'disk' && s.state === 'ready'
       ? 'note: the host could only take a disk snapshot\n'
@@ -98,7 +98,8 @@ export async function createSnapshot(
 }
 
 export async function getSnapshot(id: string, output: OutputMode): Promise<string> {
-  return show(await (await client()).call<Snapshot>('GET', snapPath(id)), output);
+  const path = snapPath(id);
+  return show(await (await client()).call(Snapshot, 'GET', path), output);
 }
 
 export async function listSnapshots(
@@ -110,10 +111,7 @@ export async function listSnapshots(
     ...(filter.task ? { task_id: filter.task } : {}),
     ...(filter.state ? { state: filter.state } : {}),
   }).toString();
-  const { snapshots } = await (await client()).call<{ snapshots: Snapshot[] }>(
-    'GET',
-    `/v1/snapshots${q ? `?${q}` : ''}`,
-  );
+  const { snapshots } = await (await client()).call(SnapshotList, 'GET', `/v1/snapshots${q ? `?${q}` : ''}`);
   if (output === 'json') return `${JSON.stringify({ snapshots }, null, 2)}\n`;
   if (snapshots.length === 0) return 'no snapshots: take one with `orch snapshot create <env>`\n';
   return table(
@@ -130,7 +128,8 @@ export async function listSnapshots(
 }
 
 export async function removeSnapshot(id: string, output: OutputMode): Promise<string> {
-  await (await client()).call('DELETE', snapPath(id));
+  const path = snapPath(id);
+  await (await client()).call(NoContent, 'DELETE', path);
   return output === 'json' ? `${JSON.stringify({ deleted: id })}\n` : `deleted ${id}\n`;
 }
 
@@ -140,11 +139,8 @@ export async function restoreSnapshot(
   opts: { taskId?: string; detach?: boolean },
   output: OutputMode,
 ): Promise<string> {
+  const path = `${snapPath(id)}/restore`;
   const api = await client();
-  const env = await api.call<Environment>(
-    'POST',
-    `${snapPath(id)}/restore`,
-    opts.taskId ? { task_id: opts.taskId } : {},
-  );
+  const env = await api.call(Environment, 'POST', path, opts.taskId ? { task_id: opts.taskId } : {});
   return follow(api, env, opts.detach ?? false, output);
 }
