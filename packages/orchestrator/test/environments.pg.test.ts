@@ -413,6 +413,55 @@ describeStores('environments on the %s store', (store) => {
       expect(refused).toBe(401);
       await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
     });
+
+    test('a session-cookie upgrade from another origin is refused like any cross-site request; same-origin and bearer attach', async () => {
+      const e = await createEnv();
+      const url = `${orchd.url.replace('http', 'ws')}/v1/environments/${e.id}/attach`;
+      const login = await orchd.request('POST', '/login', { body: { token: MASTER } });
+      const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+      /** Opens the console with `headers`: 'open' (and the console echoes), or the refusal. */
+      const attach = (headers: Record<string, string>) =>
+        new Promise<string>((resolve) => {
+          const ws = new WebSocket(url, { headers });
+          ws.once('open', () => {
+            ws.once('message', (d: Buffer) => {
+              resolve(`open ${d.toString()}`);
+              ws.close();
+            });
+            ws.send(Buffer.from('hi\n'));
+          });
+          ws.once('unexpected-response', (_q, res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d.toString()));
+            res.on('end', () => resolve(`${res.statusCode} ${body}`));
+          });
+          ws.once('error', () => undefined);
+        });
+      const refusal = (message: string) =>
+        `403 ${JSON.stringify({ error: { code: 'unauthorized', message } })}`;
+
+      expect(await attach({ cookie, origin: 'http://evil.example:4444' })).toBe(
+        refusal('cross-origin request from http://evil.example:4444 refused'),
+      );
+      // Same host, another port: same-site, so SameSite=Lax lets the cookie through; refused here.
+      const otherPort = new URL(orchd.url);
+      otherPort.port = String(Number(otherPort.port) + 1);
+      expect(await attach({ cookie, origin: otherPort.origin })).toBe(
+        refusal(`cross-origin request from ${otherPort.origin} refused`),
+      );
+      expect(await attach({ cookie, 'sec-fetch-site': 'same-site' })).toBe(
+        refusal('cross-site request refused (Sec-Fetch-Site: same-site)'),
+      );
+      // The dashboard's own page: same origin.
+      expect(
+        await attach({ cookie, origin: new URL(orchd.url).origin, 'sec-fetch-site': 'same-origin' }),
+      ).toBe('open HI\n');
+      // A bearer token is not a browser session (the CLI): no such rule.
+      expect(await attach({ authorization: `Bearer ${MASTER}`, origin: 'http://evil.example:4444' })).toBe(
+        'open HI\n',
+      );
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
   });
 
   function request(spec: Partial<Environment['spec']> = {}) {
