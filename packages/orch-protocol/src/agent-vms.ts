@@ -62,8 +62,9 @@ export const AGENT_VM_PATHS = {
   snapshotData: (snapshotId: string) => fill(AGENT_ROUTES.snapshotData, snapshotId),
 } as const;
 
+/** Resources of a VM. Closed, like every request object: an unknown field is refused, naming it. */
 export const VmSpec = z
-  .object({
+  .strictObject({
     cpus: z.number().int().min(1).max(1024),
     ram_mb: z
       .number()
@@ -78,14 +79,14 @@ export const VmSpec = z
     max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS),
     image: text(256, 1).optional(),
     gpu: z
-      .object({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
+      .strictObject({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
       .optional(),
   })
   .meta({ id: 'VmSpec' });
 export type VmSpec = z.infer<typeof VmSpec>;
 
 export const ExposePort = z
-  .object({
+  .strictObject({
     port: z.number().int().min(1).max(65_535),
     as: z.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/),
   })
@@ -171,8 +172,11 @@ export const ExecRequest = z
       .min(1)
       .max(24 * 3600)
       .default(60),
-    /** Bytes for the command's standard input, base64. */
-    stdin_base64: text(32 * 1024 * 1024).optional(),
+    /** Bytes for the command's standard input, base64 (RFC 4648, padded); anything else is refused. */
+    stdin_base64: z
+      .base64()
+      .max(32 * 1024 * 1024)
+      .optional(),
   })
   .meta({ id: 'ExecRequest' });
 export type ExecRequest = z.infer<typeof ExecRequest>;

@@ -311,6 +311,112 @@ describeStores('environments on the %s store', (store) => {
       });
     });
 
+    const manifest = (m: object) =>
+      Buffer.from(
+        JSON.stringify({ version: '1', machine: { workspace: '/workspace' }, services: {}, ...m }),
+      ).toString('base64');
+    const withPw = { db: { image: 'debian-12', env: { P: { secret: 'pw' } } } };
+    test.each<[string, (body: ReturnType<typeof request>) => object, string]>([
+      [
+        'an unknown field inside spec',
+        (b) => ({ ...b, spec: { ...b.spec, x: 1 } }),
+        'spec: Unrecognized key: "x"',
+      ],
+      [
+        'an unknown field inside spec.gpu',
+        (b) => ({ ...b, spec: { ...b.spec, gpu: { model: 'h100', count: 1, y: 1 } } }),
+        'spec.gpu: Unrecognized key: "y"',
+      ],
+      [
+        'a manifest version other than "1"',
+        (b) => ({ ...b, manifest_inline: manifest({ version: '2' }) }),
+        'manifest_inline: version: must be "1", the only manifest version',
+      ],
+      [
+        'an env entry with both value and secret',
+        (b) => ({
+          ...b,
+          manifest_inline: manifest({
+            services: { db: { image: 'pg', env: { P: { value: 'v', secret: 'pw' } } } },
+          }),
+          secrets: { pw: 'x' },
+        }),
+        'manifest_inline: services.db.env.P: sets both value and secret: keep one',
+      ],
+      [
+        'a relative workspace',
+        (b) => ({ ...b, manifest_inline: manifest({ machine: { workspace: '../..' } }) }),
+        'manifest_inline: machine.workspace: must be an absolute guest path (starting with "/")',
+      ],
+      [
+        'a repeated expose name',
+        (b) => ({
+          ...b,
+          expose: [
+            { port: 80, as: 'web' },
+            { port: 81, as: 'web' },
+          ],
+        }),
+        'expose.1.as: "web" is already the name of expose[0]; names must be unique',
+      ],
+      [
+        'a secret name outside the rule',
+        (b) => ({ ...b, manifest_inline: manifest({ services: withPw }), secrets: { pw: 'x', 'a b': 'x' } }),
+        'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128',
+      ],
+      [
+        'a task id with a control character',
+        (b) => ({ ...b, task_id: 'a\nb' }),
+        'task_id: must not contain control characters',
+      ],
+    ])(
+      '%s is 400 invalid_argument naming the field, and nothing is created',
+      async (_what, change, message) => {
+        const before = agent.created.length;
+        const r = await orchd.request('POST', '/v1/environments', { ...as, body: change(request()) });
+        expect(r.status, JSON.stringify(r.body)).toBe(400);
+        expect(r.body).toMatchObject({ error: { code: 'invalid_argument', message } });
+        expect(agent.created.length).toBe(before);
+      },
+    );
+
+    test('only the secrets the manifest references are kept', async () => {
+      const r = await orchd.request('POST', '/v1/environments', {
+        ...as,
+        body: {
+          ...request(),
+          manifest_inline: manifest({ services: withPw }),
+          secrets: { pw: 'x', extra: 'y' },
+        },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      const e = r.body as Environment;
+      expect(e.secret_names).toEqual(['pw']);
+      expect(Object.keys(agent.created.find((c) => c.id === e.id)!.secrets).sort()).toEqual([
+        'ORCH_VM_SECRET',
+        'pw',
+      ]);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test('exec refuses stdin that is not base64', async () => {
+      const e = await createEnv();
+      const r = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {
+        ...as,
+        body: { argv: ['id'], stdin_base64: '!!!' },
+      });
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({
+        error: { code: 'invalid_argument', message: 'stdin_base64: Invalid base64-encoded string' },
+      });
+      const ok = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {
+        ...as,
+        body: { argv: ['cat'], stdin_base64: Buffer.from('hi').toString('base64') },
+      });
+      expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
     test('an agent whose stored token is wrong surfaces as http 401 and the environment is error', async () => {
       agent.token = 'rotated';
       try {
