@@ -156,6 +156,12 @@ export const AgentVmList = z.object({ vms: z.array(AgentVm) }).meta({ id: 'Agent
 /** Largest stdout or stderr an exec returns, per stream; past it `truncated` is true (never silent). */
 export const EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024;
 
+/**
+ * Padded standard base64 (RFC 4648 section 4), what `Buffer#toString('base64')` and `btoa` write.
+ * A pattern rather than `z.base64()`, whose `contentEncoding` OpenAPI 3.0 does not have.
+ */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 /** `POST .../exec`: a command in the guest, run without a shell (argv[0] is looked up in PATH). */
 export const ExecRequest = z
   .strictObject({
@@ -174,8 +180,9 @@ export const ExecRequest = z
       .default(60),
     /** Bytes for the command's standard input, base64 (RFC 4648, padded); anything else is refused. */
     stdin_base64: z
-      .base64()
+      .string()
       .max(32 * 1024 * 1024)
+      .regex(BASE64, 'must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)')
       .optional(),
   })
   .meta({ id: 'ExecRequest' });

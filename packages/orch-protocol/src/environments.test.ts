@@ -73,7 +73,7 @@ describe('exec body', () => {
     expect(issues(ExecRequest, { argv: ['id'], stdin_base64: '' })).toEqual([]);
     for (const bad of ['!!!', 'aGk', 'a b=', 'aGk=\n'])
       expect(issues(ExecRequest, { argv: ['id'], stdin_base64: bad })).toEqual([
-        'stdin_base64: Invalid base64-encoded string',
+        'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
       ]);
   });
 });

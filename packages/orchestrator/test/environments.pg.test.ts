@@ -407,7 +407,10 @@ describeStores('environments on the %s store', (store) => {
       });
       expect(r.status).toBe(400);
       expect(r.body).toMatchObject({
-        error: { code: 'invalid_argument', message: 'stdin_base64: Invalid base64-encoded string' },
+        error: {
+          code: 'invalid_argument',
+          message: 'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
+        },
       });
       const ok = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {
         ...as,
