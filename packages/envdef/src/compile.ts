@@ -1,3 +1,4 @@
+import { MANIFEST_VERSION } from '@orch/protocol';
 import { type Definition, type ExposeEntry, type GpuRequest, IMAGE_WITH_FROM_BUILD } from './definition.js';
 import type { Diagnostic } from './diagnostics.js';
 
@@ -60,19 +61,6 @@ export interface CompileOptions {
   readonly fromBuild?: string;
 }
 
-const MAX_TASK_ID = 128;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
-/** Why a task id or snapshot id cannot be used, or `undefined` when it is fine. */
-export function checkIdentifier(what: string, id: string): string | undefined {
-  if (id.trim() === '') return `${what} must not be empty`;
-  if (id.length > MAX_TASK_ID) return `${what} must be at most ${MAX_TASK_ID} characters`;
-  if (CONTROL.test(id)) return `${what} must not contain control characters`;
-  if (id !== id.trim()) return `${what} must not start or end with whitespace`;
-  return undefined;
-}
-
 /**
  * Compiles a validated definition into the environment request. The only failure left at this
  * stage is `image` together with `--from-build`; it points at the `image` line.
@@ -90,7 +78,7 @@ export function compileDefinition(
     };
   }
   const manifest: Manifest = {
-    version: '1',
+    version: MANIFEST_VERSION,
     machine: { workspace: def.workspace },
     services: Object.fromEntries(
       def.services.map((s) => [

@@ -12,8 +12,10 @@ import { type Diagnostic, sortDiagnostics } from './diagnostics.js';
 import { parseSource } from './parse.js';
 import { validateDefinition } from './validate.js';
 
+/** Why a task id (or a `--from-build` snapshot id) cannot be used: the rule orchd applies to `task_id` too. */
+export { checkIdentifier } from '@orch/protocol';
 export type { Compiled, CompiledRequest, CompileOptions, Manifest, ResourceSpec } from './compile.js';
-export { base64Utf8, checkIdentifier, compileDefinition, shellQuote } from './compile.js';
+export { base64Utf8, compileDefinition, shellQuote } from './compile.js';
 export type { Definition, EnvValue, ExposeEntry, GpuRequest, ServiceDefinition } from './definition.js';
 export { DEFAULTS, LIMITS } from './definition.js';
 export type { Diagnostic, Position } from './diagnostics.js';

@@ -1,3 +1,4 @@
+import { workspaceProblem } from '@orch/protocol';
 import { isScalar, type Node } from 'yaml';
 import {
   DEFAULTS,
@@ -62,12 +63,9 @@ export function validateDefinition(
   if (ws) {
     const value = r.string(ws.value, 'workspace', ws.key);
     if (value !== undefined) {
-      if (value.startsWith('/')) workspace = value;
-      else
-        r.report(
-          ws.value,
-          `workspace must be an absolute guest path (starting with "/"), got ${JSON.stringify(value)}`,
-        );
+      const problem = workspaceProblem(value);
+      if (problem === undefined) workspace = value;
+      else r.report(ws.value, `workspace ${problem}, got ${JSON.stringify(value)}`);
     }
   }
 

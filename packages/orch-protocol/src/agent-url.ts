@@ -6,6 +6,7 @@
  * @example
  * checkAgentUrl('http://10.0.0.5:9090/')  // { ok: true, url: 'http://10.0.0.5:9090' }
  * checkAgentUrl('http://u:p@host:9090')  // { ok: false, reason: 'agent_url must not embed credentials' }
+ * checkAgentUrl('http://@host:9090')     // the same: any userinfo, even an empty one
  */
 export function checkAgentUrl(raw: string): { ok: true; url: string } | { ok: false; reason: string } {
   let url: URL;
@@ -20,7 +21,8 @@ export function checkAgentUrl(raw: string): { ok: true; url: string } | { ok: fa
       reason: `agent_url scheme must be http or https, got ${url.protocol.replace(/:$/, '')}`,
     };
   }
-  if (url.username !== '' || url.password !== '')
+  // WHATWG URL drops an empty userinfo (`http://@host`, `http://:@host`), so look at the text too.
+  if (url.username !== '' || url.password !== '' || authorityOf(raw).includes('@'))
     return { ok: false, reason: 'agent_url must not embed credentials' };
   // WHATWG URL drops an empty "?" or "#", so look at the text as given too.
   if (url.search !== '' || raw.includes('?'))
@@ -29,4 +31,15 @@ export function checkAgentUrl(raw: string): { ok: true; url: string } | { ok: fa
     return { ok: false, reason: 'agent_url must not have a fragment' };
   if (url.hostname === '') return { ok: false, reason: 'agent_url needs a host' };
   return { ok: true, url: url.href.replace(/\/+$/, '') };
+}
+
+/**
+ * The authority of an http(s) URL as the WHATWG parser reads it: leading C0 controls and spaces
+ * and every tab or newline dropped, then the slashes or backslashes after the scheme skipped, up to
+ * the first `/`, backslash, `?` or `#`.
+ */
+function authorityOf(raw: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the URL parser drops these, so must we
+  const input = raw.replace(/[\t\n\r]/g, '').replace(/^[\u0000-\u0020]+/, '');
+  return /^[a-z][a-z0-9+.-]*:[/\\]*([^/\\?#]*)/i.exec(input)?.[1] ?? '';
 }

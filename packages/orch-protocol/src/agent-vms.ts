@@ -62,8 +62,9 @@ export const AGENT_VM_PATHS = {
   snapshotData: (snapshotId: string) => fill(AGENT_ROUTES.snapshotData, snapshotId),
 } as const;
 
+/** Resources of a VM. Closed, like every request object: an unknown field is refused, naming it. */
 export const VmSpec = z
-  .object({
+  .strictObject({
     cpus: z.number().int().min(1).max(1024),
     ram_mb: z
       .number()
@@ -78,14 +79,14 @@ export const VmSpec = z
     max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS),
     image: text(256, 1).optional(),
     gpu: z
-      .object({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
+      .strictObject({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
       .optional(),
   })
   .meta({ id: 'VmSpec' });
 export type VmSpec = z.infer<typeof VmSpec>;
 
 export const ExposePort = z
-  .object({
+  .strictObject({
     port: z.number().int().min(1).max(65_535),
     as: z.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/),
   })
@@ -155,6 +156,12 @@ export const AgentVmList = z.object({ vms: z.array(AgentVm) }).meta({ id: 'Agent
 /** Largest stdout or stderr an exec returns, per stream; past it `truncated` is true (never silent). */
 export const EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024;
 
+/**
+ * Padded standard base64 (RFC 4648 section 4), what `Buffer#toString('base64')` and `btoa` write.
+ * A pattern rather than `z.base64()`, whose `contentEncoding` OpenAPI 3.0 does not have.
+ */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 /** `POST .../exec`: a command in the guest, run without a shell (argv[0] is looked up in PATH). */
 export const ExecRequest = z
   .strictObject({
@@ -171,8 +178,12 @@ export const ExecRequest = z
       .min(1)
       .max(24 * 3600)
       .default(60),
-    /** Bytes for the command's standard input, base64. */
-    stdin_base64: text(32 * 1024 * 1024).optional(),
+    /** Bytes for the command's standard input, base64 (RFC 4648, padded); anything else is refused. */
+    stdin_base64: z
+      .string()
+      .max(32 * 1024 * 1024)
+      .regex(BASE64, 'must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)')
+      .optional(),
   })
   .meta({ id: 'ExecRequest' });
 export type ExecRequest = z.infer<typeof ExecRequest>;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { VmSpec } from './agent-vms.js';
-import { agentId, text } from './text.js';
+import { workspacePath } from './manifest.js';
+import { agentId, taskId, text } from './text.js';
 
 /**
  * Builds (`POST /v1/builds`): the definition's `setup:` lines run in order, one build layer (a disk
@@ -32,9 +33,9 @@ export const MAX_BUILD_LINES = 256;
  */
 export const CreateBuildRequest = z
   .strictObject({
-    task_id: text(128, 1),
+    task_id: taskId(),
     spec: VmSpec,
-    workspace: text(4096, 1).startsWith('/'),
+    workspace: workspacePath(),
     setup: z
       .array(text(64 * 1024, 1))
       .min(1)

@@ -1,7 +1,26 @@
 import { z } from 'zod';
 import { ExposePort, VmSpec } from './agent-vms.js';
 import { ServiceStatus } from './services.js';
-import { agentId, hostId, text } from './text.js';
+import { agentId, hostId, secretValues, taskId, text } from './text.js';
+
+/**
+ * `expose[].as` is unique across entries (environment-definition.md): each repeat after the first,
+ * as `[index, message]`.
+ */
+function repeatedExposeNames(expose: readonly { readonly as: string }[]): [number, string][] {
+  const first = new Map<string, number>();
+  const repeats: [number, string][] = [];
+  expose.forEach((entry, i) => {
+    const at = first.get(entry.as);
+    if (at === undefined) first.set(entry.as, i);
+    else
+      repeats.push([
+        i,
+        `${JSON.stringify(entry.as)} is already the name of expose[${at}]; names must be unique`,
+      ]);
+  });
+  return repeats;
+}
 
 /**
  * `POST /v1/environments`: the compiled request as `orch up` posts it (orchestrator.md, "Compiled
@@ -11,12 +30,19 @@ import { agentId, hostId, text } from './text.js';
  */
 export const CreateEnvironmentRequest = z
   .strictObject({
-    task_id: text(128, 1),
+    task_id: taskId(),
     spec: VmSpec,
     manifest_inline: text(512 * 1024, 1),
-    secrets: z.record(text(128), text(64 * 1024)).default({}),
+    secrets: secretValues(64 * 1024).default({}),
     startup_script: text(512 * 1024),
-    expose: z.array(ExposePort).max(64).default([]),
+    expose: z
+      .array(ExposePort)
+      .max(64)
+      .check((ctx) => {
+        for (const [i, message] of repeatedExposeNames(ctx.value))
+          ctx.issues.push({ code: 'custom', message, input: ctx.value[i]?.as, path: [i, 'as'] });
+      })
+      .default([]),
     required_secrets: z.array(text(128)).max(1024).optional(),
     seed_snapshot_id: agentId().optional(),
   })

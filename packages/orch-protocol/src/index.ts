@@ -88,6 +88,12 @@ export {
   logWindow,
 } from './logs.js';
 export {
+  MANIFEST_VERSION,
+  Manifest,
+  workspacePath,
+  workspaceProblem,
+} from './manifest.js';
+export {
   EnvironmentMove,
   FINAL_MOVE_STATES,
   HostDrain,
@@ -119,13 +125,18 @@ export {
 export {
   AGENT_ID_RULE,
   agentId,
+  checkIdentifier,
   cleanText,
   HOST_ID,
   HOST_ID_RULE,
   headerToken,
   hostId,
+  identifierProblem,
+  MAX_TASK_ID,
   SECRET_NAME,
   SECRET_NAME_RULE,
+  secretValues,
+  taskId,
   text,
   textProblem,
 } from './text.js';

@@ -63,4 +63,43 @@ describe('services of a manifest', () => {
     );
     expect(refused(JSON.stringify({ services: many }))).toBe('invalid_argument');
   });
+
+  test('the manifest is checked whole: version, workspace, env entries, unknown fields', () => {
+    const message = (manifest: unknown) => {
+      try {
+        manifestServices(JSON.stringify(manifest));
+      } catch (e) {
+        return e instanceof OrchError ? `${e.code} ${e.message}` : 'other';
+      }
+      return 'accepted';
+    };
+    const ok = { version: '1', machine: { workspace: '/w' }, services: {} };
+    expect(message(ok)).toBe('accepted');
+    expect(message({ ...ok, version: '2' })).toBe(
+      'invalid_argument manifest_inline: version: must be "1", the only manifest version',
+    );
+    expect(message({ ...ok, version: 1 })).toBe(
+      'invalid_argument manifest_inline: version: must be "1", the only manifest version',
+    );
+    expect(message({ machine: ok.machine })).toBe(
+      'invalid_argument manifest_inline: version: must be "1", the only manifest version',
+    );
+    expect(message({ ...ok, machine: { workspace: '../..' } })).toBe(
+      'invalid_argument manifest_inline: machine.workspace: must be an absolute guest path (starting with "/")',
+    );
+    expect(message({ ...ok, extra: true })).toBe(
+      'invalid_argument manifest_inline: the manifest: Unrecognized key: "extra"',
+    );
+    const env = (entry: unknown) => ({ ...ok, services: { db: { image: 'pg', env: { PW: entry } } } });
+    expect(message(env({ value: 'v', secret: 'pw' }))).toBe(
+      'invalid_argument manifest_inline: services.db.env.PW: sets both value and secret: keep one',
+    );
+    expect(message(env({}))).toBe(
+      'invalid_argument manifest_inline: services.db.env.PW: needs "value" or "secret"',
+    );
+    expect(message(env({ secret: 'a b' }))).toContain('services.db.env.PW.secret: must be a secret name');
+    expect(message(env(3))).toBe(
+      'invalid_argument manifest_inline: services.db.env.PW: must be a string, { value: <string> } or { secret: <name> }',
+    );
+  });
 });

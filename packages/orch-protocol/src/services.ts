@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { OrchError } from './errors.js';
 import { IMAGE_NAME, SERVICE_NAME } from './ids.js';
+import { Manifest } from './manifest.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -51,66 +52,53 @@ export function serviceImageName(image: string): string {
     .slice(0, 63);
 }
 
-const ManifestShape = z.object({
-  services: z
-    .record(
-      z.string(),
-      z.object({
-        image: z.string().min(1),
-        ports: z.array(z.number().int().min(1).max(65_535)).optional(),
-        env: z
-          .record(
-            z.string(),
-            z.union([z.string(), z.object({ value: z.string().optional(), secret: z.string().optional() })]),
-          )
-          .optional(),
-      }),
-    )
-    .optional(),
-});
-
 /** Most services one environment may run (each is a disk of its VM). */
 export const MAX_SERVICES = 16;
 
 /**
- * The services of a manifest (its JSON text), in file order. Refuses, as `invalid_argument`, a
- * manifest that is not JSON of the manifest's shape, a service name outside {@link SERVICE_NAME},
- * an env name with `=` or a NUL, or more than {@link MAX_SERVICES} services.
+ * The services of a manifest (its JSON text), in file order. Refuses, as `invalid_argument` naming
+ * the field (`manifest_inline: services.db.env.PW: ...`), a manifest that is not JSON of the
+ * {@link Manifest} shape (a version other than `"1"`, a relative workspace, an env entry with both
+ * a value and a secret, an unknown field), a service name outside {@link SERVICE_NAME}, an env name
+ * with `=` or a NUL, or more than {@link MAX_SERVICES} services.
  */
 export function manifestServices(manifestJson: string): ManifestService[] {
   let json: unknown;
   try {
     json = JSON.parse(manifestJson);
   } catch {
-    throw OrchError.invalid('manifest_inline is not base64 of JSON', { field: 'manifest_inline' });
+    throw OrchError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
   }
-  const parsed = ManifestShape.safeParse(json);
+  const parsed = Manifest.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw OrchError.invalid(`manifest: ${issue?.path.join('.')}: ${issue?.message}`, {
+    const path = issue?.path.join('.') ?? '';
+    throw OrchError.invalid(`manifest_inline: ${path === '' ? 'the manifest' : path}: ${issue?.message}`, {
       field: 'manifest_inline',
+      ...(path === '' ? {} : { path: path.slice(0, 200) }),
     });
   }
   const entries = Object.entries(parsed.data.services ?? {});
   if (entries.length > MAX_SERVICES)
-    throw OrchError.invalid(`manifest: at most ${MAX_SERVICES} services`, { field: 'manifest_inline' });
+    throw OrchError.invalid(`manifest_inline: services: at most ${MAX_SERVICES}`, {
+      field: 'manifest_inline',
+      path: 'services',
+    });
   return entries.map(([name, svc]) => {
     if (!SERVICE_NAME.test(name)) {
       throw OrchError.invalid(
-        `manifest: service name ${JSON.stringify(name)}: 1-63 lower-case letters, digits, "_" or "-", starting with a letter or digit`,
+        `manifest_inline: service name ${JSON.stringify(name)}: 1-63 lower-case letters, digits, "_" or "-", starting with a letter or digit`,
         { field: 'manifest_inline', service: name.slice(0, 64) },
       );
     }
     const env = Object.entries(svc.env ?? {}).map(([k, v]) => {
       if (k === '' || k.includes('=') || k.includes('\0'))
         throw OrchError.invalid(
-          `manifest: service ${name}: env name ${JSON.stringify(k)} is not a variable name`,
-          {
-            field: 'manifest_inline',
-            service: name,
-          },
+          `manifest_inline: service ${name}: env name ${JSON.stringify(k)} is not a variable name`,
+          { field: 'manifest_inline', service: name },
         );
       if (typeof v === 'string') return { name: k, value: v };
+      // The schema lets exactly one of the two through.
       return v.secret !== undefined ? { name: k, secret: v.secret } : { name: k, value: v.value ?? '' };
     });
     return { name, image: svc.image, imageName: serviceImageName(svc.image), ports: svc.ports ?? [], env };

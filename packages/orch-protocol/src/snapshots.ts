@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_RUNTIME_SECONDS } from './agent-vms.js';
-import { agentId, text } from './text.js';
+import { agentId, taskId, text } from './text.js';
 import { destination } from './transfer.js';
 
 /**
@@ -77,7 +77,7 @@ export const SnapshotListQuery = z.strictObject({
 /** `POST /v1/snapshots/{id}/restore`: a new environment from the snapshot. */
 export const RestoreSnapshotBody = z
   .strictObject({
-    task_id: text(128, 1).optional(),
+    task_id: taskId().optional(),
     max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS).optional(),
   })
   .meta({ id: 'RestoreSnapshotBody' });

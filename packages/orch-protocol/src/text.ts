@@ -56,6 +56,65 @@ export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 export const SECRET_NAME_RULE =
   'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128';
 
+/** Longest task id. */
+export const MAX_TASK_ID = 128;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * Why `id` cannot be a task id (or another identifier a user types, such as a snapshot id given to
+ * `orch compile --from-build`), or undefined when it can: not empty, at most {@link MAX_TASK_ID}
+ * characters, no control characters, no whitespace at either end, and the text rule. The one rule
+ * of `orch compile` (`@orch/envdef`) and of orchd's `task_id` fields.
+ *
+ * @example identifierProblem('a\nb') // 'must not contain control characters'
+ */
+export function identifierProblem(id: string): string | undefined {
+  if (id.trim() === '') return 'must not be empty';
+  if (id.length > MAX_TASK_ID) return `must be at most ${MAX_TASK_ID} characters`;
+  if (CONTROL.test(id)) return 'must not contain control characters';
+  if (id !== id.trim()) return 'must not start or end with whitespace';
+  return textProblem(id);
+}
+
+/**
+ * {@link identifierProblem} as a sentence about `what`, or undefined when `id` is fine.
+ *
+ * @example checkIdentifier('--task-id', ' x') // '--task-id must not start or end with whitespace'
+ */
+export function checkIdentifier(what: string, id: string): string | undefined {
+  const problem = identifierProblem(id);
+  return problem === undefined ? undefined : `${what} ${problem}`;
+}
+
+/** A field holding a task id ({@link identifierProblem}). */
+export const taskId = () =>
+  z
+    .string()
+    .max(MAX_TASK_ID)
+    .check((ctx) => {
+      const problem = ctx.value.length > MAX_TASK_ID ? undefined : identifierProblem(ctx.value);
+      if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+    });
+
+/**
+ * A record keyed by secret names ({@link SECRET_NAME}), values under the text rule: a key outside
+ * the rule is refused naming it (`secrets.a b: must be a secret name: ...`).
+ */
+export const secretValues = (maxValue: number) =>
+  z.record(text(128), text(maxValue)).check((ctx) => {
+    for (const name of Object.keys(ctx.value)) {
+      if (!SECRET_NAME.test(name))
+        ctx.issues.push({
+          code: 'custom',
+          message: `must be a secret name: ${SECRET_NAME_RULE}`,
+          input: name,
+          path: [name],
+        });
+    }
+  });
+
 /** A field holding an orchestrator-chosen id ({@link AGENT_ID}). */
 export const agentId = () => z.string().regex(AGENT_ID, `must be ${AGENT_ID_RULE}`);
 /** A field holding a host id ({@link HOST_ID}). */

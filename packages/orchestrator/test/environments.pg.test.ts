@@ -311,6 +311,115 @@ describeStores('environments on the %s store', (store) => {
       });
     });
 
+    const manifest = (m: object) =>
+      Buffer.from(
+        JSON.stringify({ version: '1', machine: { workspace: '/workspace' }, services: {}, ...m }),
+      ).toString('base64');
+    const withPw = { db: { image: 'debian-12', env: { P: { secret: 'pw' } } } };
+    test.each<[string, (body: ReturnType<typeof request>) => object, string]>([
+      [
+        'an unknown field inside spec',
+        (b) => ({ ...b, spec: { ...b.spec, x: 1 } }),
+        'spec: Unrecognized key: "x"',
+      ],
+      [
+        'an unknown field inside spec.gpu',
+        (b) => ({ ...b, spec: { ...b.spec, gpu: { model: 'h100', count: 1, y: 1 } } }),
+        'spec.gpu: Unrecognized key: "y"',
+      ],
+      [
+        'a manifest version other than "1"',
+        (b) => ({ ...b, manifest_inline: manifest({ version: '2' }) }),
+        'manifest_inline: version: must be "1", the only manifest version',
+      ],
+      [
+        'an env entry with both value and secret',
+        (b) => ({
+          ...b,
+          manifest_inline: manifest({
+            services: { db: { image: 'pg', env: { P: { value: 'v', secret: 'pw' } } } },
+          }),
+          secrets: { pw: 'x' },
+        }),
+        'manifest_inline: services.db.env.P: sets both value and secret: keep one',
+      ],
+      [
+        'a relative workspace',
+        (b) => ({ ...b, manifest_inline: manifest({ machine: { workspace: '../..' } }) }),
+        'manifest_inline: machine.workspace: must be an absolute guest path (starting with "/")',
+      ],
+      [
+        'a repeated expose name',
+        (b) => ({
+          ...b,
+          expose: [
+            { port: 80, as: 'web' },
+            { port: 81, as: 'web' },
+          ],
+        }),
+        'expose.1.as: "web" is already the name of expose[0]; names must be unique',
+      ],
+      [
+        'a secret name outside the rule',
+        (b) => ({ ...b, manifest_inline: manifest({ services: withPw }), secrets: { pw: 'x', 'a b': 'x' } }),
+        'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128',
+      ],
+      [
+        'a task id with a control character',
+        (b) => ({ ...b, task_id: 'a\nb' }),
+        'task_id: must not contain control characters',
+      ],
+    ])(
+      '%s is 400 invalid_argument naming the field, and nothing is created',
+      async (_what, change, message) => {
+        const before = agent.created.length;
+        const r = await orchd.request('POST', '/v1/environments', { ...as, body: change(request()) });
+        expect(r.status, JSON.stringify(r.body)).toBe(400);
+        expect(r.body).toMatchObject({ error: { code: 'invalid_argument', message } });
+        expect(agent.created.length).toBe(before);
+      },
+    );
+
+    test('only the secrets the manifest references are kept', async () => {
+      const r = await orchd.request('POST', '/v1/environments', {
+        ...as,
+        body: {
+          ...request(),
+          manifest_inline: manifest({ services: withPw }),
+          secrets: { pw: 'x', extra: 'y' },
+        },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      const e = r.body as Environment;
+      expect(e.secret_names).toEqual(['pw']);
+      expect(Object.keys(agent.created.find((c) => c.id === e.id)!.secrets).sort()).toEqual([
+        'ORCH_VM_SECRET',
+        'pw',
+      ]);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test('exec refuses stdin that is not base64', async () => {
+      const e = await createEnv();
+      const r = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {
+        ...as,
+        body: { argv: ['id'], stdin_base64: '!!!' },
+      });
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({
+        error: {
+          code: 'invalid_argument',
+          message: 'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
+        },
+      });
+      const ok = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {
+        ...as,
+        body: { argv: ['cat'], stdin_base64: Buffer.from('hi').toString('base64') },
+      });
+      expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
     test('an agent whose stored token is wrong surfaces as http 401 and the environment is error', async () => {
       agent.token = 'rotated';
       try {
@@ -411,6 +520,55 @@ describeStores('environments on the %s store', (store) => {
         bad.once('error', () => undefined);
       });
       expect(refused).toBe(401);
+      await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
+    });
+
+    test('a session-cookie upgrade from another origin is refused like any cross-site request; same-origin and bearer attach', async () => {
+      const e = await createEnv();
+      const url = `${orchd.url.replace('http', 'ws')}/v1/environments/${e.id}/attach`;
+      const login = await orchd.request('POST', '/login', { body: { token: MASTER } });
+      const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+      /** Opens the console with `headers`: 'open' (and the console echoes), or the refusal. */
+      const attach = (headers: Record<string, string>) =>
+        new Promise<string>((resolve) => {
+          const ws = new WebSocket(url, { headers });
+          ws.once('open', () => {
+            ws.once('message', (d: Buffer) => {
+              resolve(`open ${d.toString()}`);
+              ws.close();
+            });
+            ws.send(Buffer.from('hi\n'));
+          });
+          ws.once('unexpected-response', (_q, res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d.toString()));
+            res.on('end', () => resolve(`${res.statusCode} ${body}`));
+          });
+          ws.once('error', () => undefined);
+        });
+      const refusal = (message: string) =>
+        `403 ${JSON.stringify({ error: { code: 'unauthorized', message } })}`;
+
+      expect(await attach({ cookie, origin: 'http://evil.example:4444' })).toBe(
+        refusal('cross-origin request from http://evil.example:4444 refused'),
+      );
+      // Same host, another port: same-site, so SameSite=Lax lets the cookie through; refused here.
+      const otherPort = new URL(orchd.url);
+      otherPort.port = String(Number(otherPort.port) + 1);
+      expect(await attach({ cookie, origin: otherPort.origin })).toBe(
+        refusal(`cross-origin request from ${otherPort.origin} refused`),
+      );
+      expect(await attach({ cookie, 'sec-fetch-site': 'same-site' })).toBe(
+        refusal('cross-site request refused (Sec-Fetch-Site: same-site)'),
+      );
+      // The dashboard's own page: same origin.
+      expect(
+        await attach({ cookie, origin: new URL(orchd.url).origin, 'sec-fetch-site': 'same-origin' }),
+      ).toBe('open HI\n');
+      // A bearer token is not a browser session (the CLI): no such rule.
+      expect(await attach({ authorization: `Bearer ${MASTER}`, origin: 'http://evil.example:4444' })).toBe(
+        'open HI\n',
+      );
       await orchd.request('DELETE', `/v1/environments/${e.id}`, as);
     });
   });

@@ -225,4 +225,30 @@ describeStore('server')('orchd events', () => {
     expect(bad.body).toMatchObject({ error: { code: 'invalid_argument' } });
     expect((await a.request('GET', '/v1/events')).status).toBe(401);
   });
+
+  test('a cursor past the newest event id is refused, naming it; the newest itself resumes', async () => {
+    const future = '999999999999999999';
+    const after = await a.request('GET', `/v1/events?after=${future}`, as);
+    expect(after.status).toBe(400);
+    expect(after.body).toMatchObject({
+      error: {
+        code: 'invalid_argument',
+        message: expect.stringMatching(/^after: 999999999999999999 is past the newest event id, \d+$/),
+        details: { field: 'after' },
+      },
+    });
+    const header = await b.request('GET', '/v1/events', { ...as, headers: { 'last-event-id': future } });
+    expect(header.status).toBe(400);
+    expect(header.body).toMatchObject({
+      error: {
+        code: 'invalid_argument',
+        message: expect.stringMatching(/^Last-Event-ID: 999999999999999999 is past the newest event id/),
+      },
+    });
+    const newest = (after.body as { error: { details: { newest: number } } }).error.details.newest;
+    expect(newest).toBeGreaterThan(0);
+    const resumed = follow(a.url, { ...master, 'last-event-id': String(newest) });
+    await resumed.until(() => resumed.status === 200, 'answer');
+    await resumed.close();
+  });
 });

@@ -134,6 +134,7 @@ describeStores('orchd on the %s store', (store) => {
       ['file:///etc/passwd', 'scheme must be http or https'],
       ['http://user:pass@HOST', 'must not embed credentials'],
       ['http://user@HOST', 'must not embed credentials'],
+      ['http://@HOST', 'agent_url must not embed credentials'],
       ['http://HOST/?x=1', 'must not have a query string'],
       ['http://HOST/?', 'must not have a query string'],
       ['http://HOST/#frag', 'must not have a fragment'],

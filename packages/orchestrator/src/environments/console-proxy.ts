@@ -7,6 +7,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { rawErrorResponse, toOrchError } from '../api/errors.js';
 import { type Authenticator, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
+import { crossSiteRefusal } from '../auth/same-origin.js';
 import { AgentCallError } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
@@ -17,8 +18,9 @@ const ATTACH_PATH = /^\/v1\/environments\/([^/]+)\/attach$/;
 /**
  * `GET /v1/environments/{id}/attach` (master): the guest's serial console over WebSocket, proxied
  * to the agent's console WebSocket. Binary frames both ways carry console bytes. The same checks as
- * the API run before the upgrade (CIDR allowlist, bearer or session, master only, environment
- * running); a refusal is an HTTP answer with the error envelope, not an upgrade.
+ * the API run before the upgrade (CIDR allowlist, the cross-site rule for session cookies, bearer
+ * or session, master only, environment running); a refusal is an HTTP answer with the error
+ * envelope, not an upgrade.
  */
 export class ConsoleProxy {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
@@ -42,9 +44,19 @@ export class ConsoleProxy {
       if (!this.allowlist.allows(req.socket.remoteAddress)) {
         throw new OrchError('forbidden', "your address is not in the orchestrator's allowed client networks");
       }
+      const sessionCookie = parseCookies(req.headers.cookie ?? '', SESSION_COOKIE)[SESSION_COOKIE];
+      // The API's cross-site rule: a page on another origin must not drive the console with the
+      // operator's session cookie (bearer tokens, as the CLI sends them, are not affected).
+      const refusal = crossSiteRefusal({
+        method: req.method ?? 'GET',
+        url: `${(req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'}://${req.headers.host ?? 'localhost'}/`,
+        header: (name) => headerValue(req, name),
+        hasSessionCookie: sessionCookie !== undefined,
+      });
+      if (refusal) throw new OrchError('unauthorized', refusal, undefined, 403);
       const principal = await this.auth.authenticate({
         authorization: req.headers.authorization,
-        sessionCookie: parseCookies(req.headers.cookie ?? '', SESSION_COOKIE)[SESSION_COOKIE],
+        sessionCookie,
       });
       requireMaster(principal);
       // The same id rule as the route table: checked before any lookup (and `%ff` is no id).
@@ -73,6 +85,12 @@ export class ConsoleProxy {
     for (const c of this.wss.clients) c.terminate();
     this.wss.close();
   }
+}
+
+/** A request header as one string (the first, when a header was sent more than once). */
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
 }
 
 function openUpstream(url: string, token: string): Promise<WebSocket> {

@@ -8,10 +8,9 @@ import {
   type ExecRequest,
   ExecResult,
   type Host,
+  type ManifestService,
   manifestServices,
   OrchError,
-  SECRET_NAME,
-  SECRET_NAME_RULE,
 } from '@orch/protocol';
 import { sleep } from '@support/server';
 import type { Logger } from 'pino';
@@ -74,10 +73,12 @@ export class EnvironmentService {
     req: CreateEnvironmentRequest,
     opts: { restore?: SnapshotRow; seed?: SnapshotRow } = {},
   ): Promise<Environment> {
-    const needed = secretReferences(req.manifest_inline);
-    // Service names and images, checked before anything is placed (the agent checks them again).
+    // The manifest, its service names and images, checked before anything is placed (the agent
+    // checks them again).
     const services = manifestServices(Buffer.from(req.manifest_inline, 'base64').toString('utf8'));
-    // Own properties only: a name like `constructor` or `__proto__` is not a value given.
+    const needed = secretReferences(services);
+    // Own properties only: a name like `constructor` or `__proto__` is not a value given. Values of
+    // names the manifest does not reference are dropped (only the referenced ones are kept).
     const given = new Map(Object.entries(req.secrets));
     const missing = needed.filter((name) => !given.has(name));
     if (missing.length > 0) {
@@ -115,7 +116,7 @@ export class EnvironmentService {
           startup_script: req.startup_script,
           expose: req.expose,
           secrets_enc: this.box.seal(JSON.stringify(secrets)),
-          secret_names: Object.keys(req.secrets).sort(),
+          secret_names: needed,
           seed_snapshot_id: opts.seed?.id ?? null,
           restored_from_snapshot_id: opts.restore?.id ?? null,
           services: services.map((s) => ({
@@ -349,36 +350,12 @@ export function portsOf(vm: AgentVm, agentUrl: string): PortJson[] {
 }
 
 /**
- * Secret names referenced by a manifest (`{ "secret": name }` env values), from its base64 JSON;
- * each must be a {@link SECRET_NAME} (as `orch compile` checks it).
+ * Secret names the manifest's services reference (`{ "secret": name }` env values), sorted and
+ * de-duplicated; `manifestServices` has checked each against `SECRET_NAME`.
  */
-export function secretReferences(manifestInline: string): string[] {
-  let manifest: { services?: Record<string, { env?: Record<string, unknown> }> };
-  try {
-    manifest = JSON.parse(Buffer.from(manifestInline, 'base64').toString('utf8'));
-  } catch {
-    throw OrchError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
-  }
-  if (typeof manifest !== 'object' || manifest === null)
-    throw OrchError.invalid('manifest_inline: the manifest is not a JSON object');
-  const names = new Set<string>();
-  for (const svc of Object.values(manifest.services ?? {})) {
-    for (const value of Object.values(svc?.env ?? {})) {
-      if (
-        typeof value === 'object' &&
-        value !== null &&
-        typeof (value as { secret?: unknown }).secret === 'string'
-      ) {
-        const name = (value as { secret: string }).secret;
-        if (!SECRET_NAME.test(name)) {
-          throw OrchError.invalid(
-            `manifest_inline: secret name ${JSON.stringify(name.slice(0, 130))} must be ${SECRET_NAME_RULE}`,
-            { field: 'manifest_inline' },
-          );
-        }
-        names.add(name);
-      }
-    }
-  }
+export function secretReferences(services: readonly ManifestService[]): string[] {
+  const names = new Set(
+    services.flatMap((s) => s.env.flatMap((e) => (e.secret === undefined ? [] : [e.secret]))),
+  );
   return [...names].sort();
 }

@@ -32,7 +32,7 @@ const used = (entries: [string, Partial<HostUsage>][]) =>
   new Map(entries.map(([id, u]) => [id, { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {}, ...u }]));
 
 const services = (spec: Record<string, { image: string }>) =>
-  manifestServices(JSON.stringify({ services: spec }));
+  manifestServices(JSON.stringify({ version: '1', services: spec }));
 
 describe('placement', () => {
   test('a host lacking a service image is not eligible; an image on no host is a 400 naming it and its service', () => {

@@ -112,6 +112,18 @@ export class EventHub implements Service {
   }
 
   /**
+   * The newest event id ever handed out (0 when none was), whether or not its event is still kept
+   * or committed yet: no stream can have seen a later one, so a cursor past it is refused.
+   */
+  async lastId(): Promise<number> {
+    const r = await sql<{ id: string | null }>`
+      SELECT pg_sequence_last_value(pg_get_serial_sequence('orch_events', 'id')::regclass) AS id`.execute(
+      this.db,
+    );
+    return Number(r.rows[0]?.id ?? 0);
+  }
+
+  /**
    * Events after `cursor`, in order, stopping before a gap younger than {@link GAP_WAIT_MS}: ids
    * are taken before commit, so a missing id may be a transaction still in flight (delivered next
    * time); an older gap is a rolled-back one and is skipped.

@@ -11,8 +11,8 @@ const EVENT_ID = /^\d{1,18}$/;
 
 /**
  * `GET /v1/events`: Server-Sent Events of environment, snapshot and host changes made through any
- * orchd on the database (see the README, "Events"). Resumes after `Last-Event-ID` (or `?after=`);
- * without either, starts at the newest event. A heartbeat comment every `heartbeatMs`, at which the
+ * orchd on the database (see the README, "Events"). Resumes after `Last-Event-ID` (or `?after=`),
+ * which must not be past the newest event id; without either, starts at the newest event. A heartbeat comment every `heartbeatMs`, at which the
  * caller's credentials are checked again: a revoked key gets an `error` event and the stream ends.
  */
 export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: number): AnyRoute[] {
@@ -42,6 +42,18 @@ export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: num
           throw OrchError.invalid('Last-Event-ID: must be an event id (digits)');
         const given = last ?? query.after;
         let cursor = given !== undefined ? Number(given) : await hub.head();
+        // A cursor from the future would wait, silently, until ids pass it: every event before
+        // that would be lost. No stream can have seen an id the store has not handed out.
+        if (given !== undefined) {
+          const newest = await hub.lastId();
+          if (cursor > newest) {
+            const field = last !== undefined ? 'Last-Event-ID' : 'after';
+            throw OrchError.invalid(`${field}: ${given} is past the newest event id, ${newest}`, {
+              field,
+              newest,
+            });
+          }
+        }
         const creds = {
           authorization: c.req.header('authorization'),
           sessionCookie: getCookie(c, SESSION_COOKIE),

@@ -1,0 +1,79 @@
+import { describe, expect, test } from 'vitest';
+import { CreateEnvironmentRequest, ExecRequest, VmSpec } from './index.js';
+
+const valid = {
+  task_id: 't',
+  spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 60, gpu: { model: 'h100', count: 1 } },
+  manifest_inline: 'e30=',
+  secrets: { db_pw: 'v' },
+  startup_script: 'x',
+  expose: [{ port: 80, as: 'web' }],
+};
+
+/** The issues of parsing `body` with `schema`, as `field: message`. */
+function issues(
+  schema: { safeParse: (v: unknown) => { error?: { issues: { path: PropertyKey[]; message: string }[] } } },
+  body: unknown,
+) {
+  return (schema.safeParse(body).error?.issues ?? []).map((i) => `${i.path.join('.')}: ${i.message}`);
+}
+
+describe('POST /v1/environments body', () => {
+  test('a valid body passes', () => {
+    expect(issues(CreateEnvironmentRequest, valid)).toEqual([]);
+  });
+
+  test('unknown fields inside spec, spec.gpu and expose entries are refused, naming them', () => {
+    expect(issues(CreateEnvironmentRequest, { ...valid, spec: { ...valid.spec, x: 1 } })).toEqual([
+      'spec: Unrecognized key: "x"',
+    ]);
+    expect(
+      issues(CreateEnvironmentRequest, {
+        ...valid,
+        spec: { ...valid.spec, gpu: { model: 'h100', count: 1, y: 1 } },
+      }),
+    ).toEqual(['spec.gpu: Unrecognized key: "y"']);
+    expect(issues(CreateEnvironmentRequest, { ...valid, expose: [{ port: 80, as: 'web', z: 1 }] })).toEqual([
+      'expose.0: Unrecognized key: "z"',
+    ]);
+    expect(issues(VmSpec, { ...valid.spec, x: 1 })).toEqual([': Unrecognized key: "x"']);
+  });
+
+  test('expose names are unique', () => {
+    const expose = [
+      { port: 80, as: 'web' },
+      { port: 81, as: 'api' },
+      { port: 82, as: 'web' },
+    ];
+    expect(issues(CreateEnvironmentRequest, { ...valid, expose })).toEqual([
+      'expose.2.as: "web" is already the name of expose[0]; names must be unique',
+    ]);
+  });
+
+  test('secrets are keyed by secret names', () => {
+    expect(issues(CreateEnvironmentRequest, { ...valid, secrets: { 'a b': 'x' } })).toEqual([
+      'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128',
+    ]);
+  });
+
+  test.each([
+    ['a\nb', 'must not contain control characters'],
+    ['a\u007fb', 'must not contain control characters'],
+    [' a', 'must not start or end with whitespace'],
+    ['  ', 'must not be empty'],
+    ['', 'must not be empty'],
+  ])('task_id %j is refused: %s', (task_id, message) => {
+    expect(issues(CreateEnvironmentRequest, { ...valid, task_id })).toEqual([`task_id: ${message}`]);
+  });
+});
+
+describe('exec body', () => {
+  test('stdin_base64 must be base64', () => {
+    expect(issues(ExecRequest, { argv: ['id'], stdin_base64: 'aGk=' })).toEqual([]);
+    expect(issues(ExecRequest, { argv: ['id'], stdin_base64: '' })).toEqual([]);
+    for (const bad of ['!!!', 'aGk', 'a b=', 'aGk=\n'])
+      expect(issues(ExecRequest, { argv: ['id'], stdin_base64: bad })).toEqual([
+        'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
+      ]);
+  });
+});

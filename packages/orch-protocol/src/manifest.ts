@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
+
+/**
+ * The manifest (orchestrator.md, "Manifest (decoded shape)"): what `manifest_inline` holds, base64
+ * of this JSON. `orch compile` writes it from the definition file; orchd checks it at create and
+ * the agent again before it runs the services. Closed like the definition file it comes from: an
+ * unknown field is refused.
+ */
+
+/** The manifest's `version`: `1` is the only accepted version, as the string `"1"`. */
+export const MANIFEST_VERSION = '1';
+
+/**
+ * Why `path` cannot be the guest workspace, or undefined when it can: it must be an absolute guest
+ * path (environment-definition.md, `workspace`). The one rule of the definition file
+ * (`@orch/envdef`), the manifest's `machine.workspace` and a build's `workspace`.
+ *
+ * @example workspaceProblem('/workspace') // undefined; workspaceProblem('../..') // 'must be an absolute ...'
+ */
+export function workspaceProblem(path: string): string | undefined {
+  return path.startsWith('/') ? undefined : 'must be an absolute guest path (starting with "/")';
+}
+
+/** A field holding a guest workspace path ({@link workspaceProblem}), under the text rule. */
+export const workspacePath = () =>
+  text(4096, 1).check((ctx) => {
+    const problem = workspaceProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+  });
+
+/** An env entry's long form: a literal `{ value }` or a secret reference `{ secret }`. */
+const EnvReference = z.strictObject({
+  value: z.string().optional(),
+  secret: z.string().regex(SECRET_NAME, `must be a secret name: ${SECRET_NAME_RULE}`).optional(),
+});
+
+/**
+ * A service's env: variable name to a literal or `{ value }` or `{ secret }`, never both (checked
+ * on the record, so that the message names the entry rather than "no member of the union fits").
+ */
+const ServiceEnv = z
+  .record(
+    z.string(),
+    z.union([z.string(), EnvReference], {
+      error: 'must be a string, { value: <string> } or { secret: <name> }',
+    }),
+  )
+  .check((ctx) => {
+    for (const [name, entry] of Object.entries(ctx.value)) {
+      if (typeof entry === 'string') continue;
+      const both = entry.value !== undefined && entry.secret !== undefined;
+      if (both || (entry.value === undefined && entry.secret === undefined))
+        ctx.issues.push({
+          code: 'custom',
+          message: both ? 'sets both value and secret: keep one' : 'needs "value" or "secret"',
+          input: entry,
+          path: [name],
+        });
+    }
+  });
+
+/** The decoded manifest. */
+export const Manifest = z.strictObject({
+  version: z.literal(MANIFEST_VERSION, {
+    error: `must be "${MANIFEST_VERSION}", the only manifest version`,
+  }),
+  machine: z.strictObject({ workspace: workspacePath() }).optional(),
+  services: z
+    .record(
+      z.string(),
+      z.strictObject({
+        image: z.string().min(1),
+        ports: z.array(z.number().int().min(1).max(65_535)).optional(),
+        env: ServiceEnv.optional(),
+      }),
+    )
+    .optional(),
+});
+export type Manifest = z.infer<typeof Manifest>;
