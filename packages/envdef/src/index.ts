@@ -21,7 +21,8 @@ export { DEFAULTS, LIMITS } from './definition.js';
 export type { Diagnostic, Position } from './diagnostics.js';
 export { formatDiagnostic, sortDiagnostics } from './diagnostics.js';
 export { GPU_MODELS, type GpuModel } from './gpu.js';
-export { MAX_SOURCE_LENGTH, type ParsedSource, parseSource } from './parse.js';
+export { MAX_NESTING, MAX_SOURCE_LENGTH, type ParsedSource, parseSource } from './parse.js';
+export { printable } from './printable.js';
 export {
   FORMATS,
   type Format,

@@ -1,5 +1,17 @@
 /** The YAML walker validation runs on: resolves aliases, reports diagnostics with positions. */
-import { isAlias, isMap, isScalar, isSeq, type Node, type Pair, type YAMLMap, type YAMLSeq } from 'yaml';
+import {
+  type Alias,
+  isAlias,
+  isCollection,
+  isMap,
+  isScalar,
+  isSeq,
+  type Node,
+  type Pair,
+  visit,
+  type YAMLMap,
+  type YAMLSeq,
+} from 'yaml';
 import { CONTROL, MAX_ALIAS_RESOLUTIONS } from './definition.js';
 import { type Diagnostic, type Position, START } from './diagnostics.js';
 import type { ParsedSource } from './parse.js';
@@ -14,6 +26,8 @@ export interface Field {
 export class Reader {
   readonly diagnostics: Diagnostic[] = [];
   private aliasBudget = MAX_ALIAS_RESOLUTIONS;
+  /** What each alias names, found in one walk of the document on the first alias. */
+  private aliasTargets: Map<Alias, Node> | undefined;
 
   constructor(private readonly source: ParsedSource) {}
 
@@ -35,7 +49,8 @@ export class Reader {
         if (this.aliasBudget === -1) this.report(current, `more than ${MAX_ALIAS_RESOLUTIONS} alias uses`);
         return null;
       }
-      current = current.resolve(this.source.doc) ?? null;
+      this.aliasTargets ??= aliasTargets(this.source);
+      current = this.aliasTargets.get(current) ?? null;
     }
     return current as Node | null;
   }
@@ -112,6 +127,27 @@ export class Reader {
     }
     return undefined;
   }
+}
+
+/**
+ * What each alias of the document names: the last node before it (in document order, a node
+ * before its contents) with that anchor, as `Alias.resolve` finds it. That method walks the whole
+ * document on every call, which made a thousand aliases in a large file take minutes.
+ */
+function aliasTargets(source: ParsedSource): Map<Alias, Node> {
+  const anchors = new Map<string, Node>();
+  const targets = new Map<Alias, Node>();
+  visit(source.doc, {
+    Node(_key, node) {
+      if (isAlias(node)) {
+        const target = anchors.get(node.source);
+        if (target) targets.set(node, target);
+      } else if ((isScalar(node) || isCollection(node)) && node.anchor) {
+        anchors.set(node.anchor, node);
+      }
+    },
+  });
+  return targets;
 }
 
 /** A short description of what the user wrote, for "got ..." in messages. */

@@ -1,5 +1,6 @@
 import { stringify } from 'yaml';
 import type { Compiled, CompiledRequest } from './compile.js';
+import { printable } from './printable.js';
 
 /** The parts `--only` can print. */
 export const ONLY_PARTS = ['spec', 'startup-script', 'manifest', 'expose', 'secrets'] as const;
@@ -37,6 +38,9 @@ const SPEC_LABELS: readonly [string, (r: CompiledRequest) => string | undefined]
 /**
  * The human view: task id, spec, startup script, manifest (decoded), expose, required secrets, in
  * that fixed order; empty sections are left out. Deterministic: the same input gives the same bytes.
+ * Meant for a terminal: the startup script is shown line by line, and every other character a
+ * terminal would act on (a carriage return that hides the start of a line, an escape sequence, a
+ * newline inside a value) is shown escaped ({@link printable}), so the view shows all there is.
  */
 export function renderText({ request, manifest }: Compiled): string {
   const sections: [string, string[]][] = [];
@@ -53,7 +57,9 @@ export function renderText({ request, manifest }: Compiled): string {
   sections.push(['required secrets', [...request.required_secrets]]);
   return `${sections
     .filter(([, lines]) => lines.length > 0)
-    .map(([title, lines]) => `${title}\n${lines.map((l) => (l === '' ? '' : `  ${l}`)).join('\n')}\n`)
+    .map(
+      ([title, lines]) => `${title}\n${lines.map((l) => (l === '' ? '' : `  ${printable(l)}`)).join('\n')}\n`,
+    )
     .join('\n')}`;
 }
 

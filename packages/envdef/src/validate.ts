@@ -29,6 +29,7 @@ export function validateDefinition(
   | { readonly ok: true; readonly definition: Definition }
   | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
   const r = new Reader(parsed);
+  r.diagnostics.push(...parsed.problems);
   const root = r.resolve(parsed.doc.contents as Node | null);
   if (root === null || (isScalar(root) && root.value === null)) {
     r.report(START, 'the definition file is empty: it needs at least "version: 1"');
@@ -41,7 +42,7 @@ export function validateDefinition(
   const version = f.get('version');
   if (!version) {
     r.report(top, 'missing required field "version": add "version: 1"');
-  } else if (!isScalar(version.value) || (version.value.value !== 1 && version.value.value !== '1')) {
+  } else if (!isVersionOne(version.value)) {
     r.report(
       version.value ?? version.key,
       `version ${describe(version.value)} is not supported: the only version is 1`,
@@ -87,6 +88,16 @@ export function validateDefinition(
       expose,
     },
   };
+}
+
+/**
+ * The spec's "only 1 is accepted (integer 1 or string "1")": the integer written `1` (not `0x1`,
+ * `01`, `+1`, `1.0` or `1e0`, which YAML also reads as one), or the string "1".
+ */
+function isVersionOne(node: Node | null): boolean {
+  if (!isScalar(node)) return false;
+  if (node.value === '1') return true;
+  return node.value === 1 && (node as { source?: string }).source === '1';
 }
 
 export function readResources(
