@@ -29,6 +29,10 @@ describe('usage errors exit 2', () => {
     [['-o', 'yaml', 'compile', 'examples/small'], "argument 'yaml' is invalid"],
     [['compile', 'examples/small', '--task-id', ''], '--task-id must not be empty'],
     [['compile', 'examples/small', '--from-build', ' '], '--from-build snapshot id must not be empty'],
+    [
+      ['compile', 'examples/small', '--from-build', '../x'],
+      '--from-build snapshot id must be 1-63 letters, digits, "_" or "-", starting with a letter or digit',
+    ],
     [['compile', 'a', 'b'], 'too many arguments'],
     [['nope'], "unknown command 'nope'"],
   ])('%j', (args, message) => {

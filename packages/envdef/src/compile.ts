@@ -1,4 +1,4 @@
-import { MANIFEST_VERSION } from '@orch/protocol';
+import { MANIFEST_VERSION } from '@orch/protocol/rules';
 import { type Definition, type ExposeEntry, type GpuRequest, IMAGE_WITH_FROM_BUILD } from './definition.js';
 import type { Diagnostic } from './diagnostics.js';
 

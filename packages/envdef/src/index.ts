@@ -13,7 +13,7 @@ import { parseSource } from './parse.js';
 import { validateDefinition } from './validate.js';
 
 /** Why a task id (or a `--from-build` snapshot id) cannot be used: the rule orchd applies to `task_id` too. */
-export { checkIdentifier } from '@orch/protocol';
+export { checkIdentifier } from '@orch/protocol/rules';
 export type { Compiled, CompiledRequest, CompileOptions, Manifest, ResourceSpec } from './compile.js';
 export { base64Utf8, compileDefinition, shellQuote } from './compile.js';
 export type { Definition, EnvValue, ExposeEntry, GpuRequest, ServiceDefinition } from './definition.js';

@@ -1,4 +1,4 @@
-import { workspaceProblem } from '@orch/protocol';
+import { workspaceProblem } from '@orch/protocol/rules';
 import { isScalar, type Node } from 'yaml';
 import {
   DEFAULTS,

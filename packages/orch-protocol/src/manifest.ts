@@ -1,5 +1,8 @@
 import { z } from 'zod';
+import { MANIFEST_VERSION, workspaceProblem } from './rules.js';
 import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
+
+export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
 
 /**
  * The manifest (orchestrator.md, "Manifest (decoded shape)"): what `manifest_inline` holds, base64
@@ -7,20 +10,6 @@ import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
  * the agent again before it runs the services. Closed like the definition file it comes from: an
  * unknown field is refused.
  */
-
-/** The manifest's `version`: `1` is the only accepted version, as the string `"1"`. */
-export const MANIFEST_VERSION = '1';
-
-/**
- * Why `path` cannot be the guest workspace, or undefined when it can: it must be an absolute guest
- * path (environment-definition.md, `workspace`). The one rule of the definition file
- * (`@orch/envdef`), the manifest's `machine.workspace` and a build's `workspace`.
- *
- * @example workspaceProblem('/workspace') // undefined; workspaceProblem('../..') // 'must be an absolute ...'
- */
-export function workspaceProblem(path: string): string | undefined {
-  return path.startsWith('/') ? undefined : 'must be an absolute guest path (starting with "/")';
-}
 
 /** A field holding a guest workspace path ({@link workspaceProblem}), under the text rule. */
 export const workspacePath = () =>

@@ -1,29 +1,8 @@
 import { z } from 'zod';
 import { AGENT_ID, ID_RULES } from './ids.js';
+import { identifierProblem, MAX_TASK_ID, textProblem } from './rules.js';
 
-/**
- * The text rule of the orchestrator: every string it accepts (JSON fields, record keys, query
- * filters, path ids, an agent's answers) is well-formed Unicode without U+0000. PostgreSQL stores
- * neither a NUL nor a lone surrogate (in `text` or `jsonb`), and no field has a use for them, so
- * they are refused at the edge with `invalid_argument` naming the field, never passed to the store.
- */
-const NUL = '\u0000';
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Why `s` breaks the text rule, or undefined when it keeps it. */
-export function textProblem(s: string): string | undefined {
-  if (s.includes(NUL)) return 'must not contain U+0000 (NUL)';
-  if (LONE_SURROGATE.test(s)) return 'must be well-formed Unicode (it has a lone surrogate)';
-  return undefined;
-}
-
-/**
- * `s` made to keep the text rule, for text the orchestrator passes on or stores without having
- * validated it (an agent's error message): each NUL and lone surrogate becomes U+FFFD.
- */
-export function cleanText(s: string): string {
-  return s.replace(new RegExp(`\u0000|${LONE_SURROGATE.source}`, 'g'), '\uFFFD');
-}
+export { checkIdentifier, cleanText, identifierProblem, MAX_TASK_ID, textProblem } from './rules.js';
 
 /**
  * A string field under the text rule, at most `max` characters (and at least `min`).
@@ -55,38 +34,6 @@ export const HOST_ID_RULE = '1-63 letters, digits, ".", "_" or "-", starting wit
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 export const SECRET_NAME_RULE =
   'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128';
-
-/** Longest task id. */
-export const MAX_TASK_ID = 128;
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
-/**
- * Why `id` cannot be a task id (or another identifier a user types, such as a snapshot id given to
- * `orch compile --from-build`), or undefined when it can: not empty, at most {@link MAX_TASK_ID}
- * characters, no control characters, no whitespace at either end, and the text rule. The one rule
- * of `orch compile` (`@orch/envdef`) and of orchd's `task_id` fields.
- *
- * @example identifierProblem('a\nb') // 'must not contain control characters'
- */
-export function identifierProblem(id: string): string | undefined {
-  if (id.trim() === '') return 'must not be empty';
-  if (id.length > MAX_TASK_ID) return `must be at most ${MAX_TASK_ID} characters`;
-  if (CONTROL.test(id)) return 'must not contain control characters';
-  if (id !== id.trim()) return 'must not start or end with whitespace';
-  return textProblem(id);
-}
-
-/**
- * {@link identifierProblem} as a sentence about `what`, or undefined when `id` is fine.
- *
- * @example checkIdentifier('--task-id', ' x') // '--task-id must not start or end with whitespace'
- */
-export function checkIdentifier(what: string, id: string): string | undefined {
-  const problem = identifierProblem(id);
-  return problem === undefined ? undefined : `${what} ${problem}`;
-}
 
 /** A field holding a task id ({@link identifierProblem}). */
 export const taskId = () =>

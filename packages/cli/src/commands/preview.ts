@@ -10,6 +10,7 @@ import {
   renderText,
   renderYaml,
 } from '@orch/envdef';
+import { AGENT_ID, ID_RULES } from '@orch/protocol/rules';
 import { loadDefinitionFile, taskIdFromPath } from '../definition-file.js';
 import { CliError, DiagnosticsError, UsageError } from '../errors.js';
 
@@ -39,7 +40,11 @@ export async function compileFile(
     if (problem) throw new UsageError(problem);
   }
   if (flags.fromBuild !== undefined) {
-    const problem = checkIdentifier('--from-build snapshot id', flags.fromBuild);
+    // A snapshot id is an agent id (it becomes part of a path on the host): refused here, before
+    // any file is read, rather than by orchd after the compile.
+    const problem =
+      checkIdentifier('--from-build snapshot id', flags.fromBuild) ??
+      (AGENT_ID.test(flags.fromBuild) ? undefined : `--from-build snapshot id must be ${ID_RULES.agentId}`);
     if (problem) throw new UsageError(problem);
   }
   const file = await loadDefinitionFile({ file: flags.file, positional, cwd });
