@@ -429,6 +429,35 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     expect(await idsStartingWith('cut-')).toEqual([[0]]);
   });
 
+  it('refuses nesting past 64 levels with InvalidInput before parsing it, /health answering meanwhile', async () => {
+    const call = (raw: string) => rpc(node.url, 'query.execute', undefined, { board: 'fuzz', token, raw });
+    // 40 MB of brackets: JSON.parse alone took 25 s on it, with the event loop blocked.
+    const huge = `${'['.repeat(20e6)}${']'.repeat(20e6)}`;
+    let answered = false;
+    const deep = call(huge).finally(() => {
+      answered = true;
+    });
+    let healthDuring = 0;
+    while (!answered) {
+      const res = await fetch(`${node.url}/health`);
+      expect(res.status).toBe(200);
+      await res.text();
+      if (!answered) healthDuring++;
+    }
+    const a = await deep;
+    expect([a.status, tag(a)]).toEqual([400, 'InvalidInput']);
+    expect(a.text).toContain('deeper than 64 levels');
+    expect(healthDuring).toBeGreaterThan(0);
+    // Brackets inside strings do not count; 64 levels are still JSON, refused by the schema.
+    const inString = await call(JSON.stringify({ sql: `SELECT '${'['.repeat(1000)}'`, tables: [] }));
+    expect(tag(inString)).toBe('ok');
+    const at64 = await call(`${'['.repeat(64)}${']'.repeat(64)}`);
+    expect([at64.status, tag(at64)]).toEqual([400, 'InvalidInput']);
+    expect(at64.text).toContain('invalid query.execute input');
+    const objects = await call(`{"sql":${'{"a":'.repeat(65)}1${'}'.repeat(65)}}`);
+    expect(objects.text).toContain('deeper than 64 levels');
+  });
+
   it('is still healthy afterwards: /health, a write and a read', async () => {
     expect(node.proc.exitCode).toBe(null);
     expect((await fetch(`${node.url}/health`)).status).toBe(200);

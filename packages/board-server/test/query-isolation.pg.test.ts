@@ -166,6 +166,14 @@ describe('query isolation: escape attempts are all refused', () => {
       'QueryRefused',
     ],
     ['checkpoint()', 'SELECT * FROM checkpoint()', 'QueryRefused'],
+    // SHOW, DESCRIBE and SUMMARIZE as FROM items (catalog reads the statement check does not see)
+    ['SHOW TABLES as a subquery', 'SELECT * FROM (SHOW TABLES)', 'QueryRefused'],
+    ['SHOW ALL TABLES as a subquery', 'SELECT * FROM (SHOW ALL TABLES)', 'QueryRefused'],
+    ['SHOW DATABASES as a subquery', 'SELECT * FROM (SHOW DATABASES)', 'QueryRefused'],
+    ['DESCRIBE as a subquery', 'SELECT * FROM (DESCRIBE items)', 'QueryRefused'],
+    ['DESCRIBE in a CTE', 'WITH d AS (FROM (DESCRIBE {{t}})) SELECT * FROM d', 'QueryRefused'],
+    ['SUMMARIZE as a subquery', 'SELECT * FROM (SUMMARIZE {{t}})', 'QueryRefused'],
+    ['SHOW in a scalar subquery', 'SELECT (SELECT count(*) FROM (SHOW TABLES))', 'QueryRefused'],
     // resources
     ['a runaway query', 'SELECT count(*) FROM range(100000000000) a, range(10) b', 'QueryTimeout'],
     // placeholders
@@ -261,6 +269,105 @@ describe('query isolation: escape attempts are all refused', () => {
     ]);
     expect(await read('SELECT unnest([1, 2]) AS v')).toEqual([[1], [2]]);
     expect(await read('FROM generate_series(1, 2) SELECT *')).toEqual([[1], [2]]);
+    expect(await read('SELECT * FROM (VALUES (1), (2)) v(x) ORDER BY x')).toEqual([[1], [2]]);
+    expect(
+      await read('SELECT * FROM (UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b INTO NAME k VALUE v) ORDER BY k'),
+    ).toEqual([
+      ['a', 1],
+      ['b', 2],
+    ]);
+  });
+
+  it("never lists the replica's own tables through SHOW or DESCRIBE", async () => {
+    for (const sql of [
+      'SELECT * FROM (SHOW TABLES)',
+      'SELECT * FROM (SHOW ALL TABLES)',
+      'FROM (DESCRIBE items)',
+    ]) {
+      const a = await rpc(node.url, 'query.execute', { sql, tables: T }, { board: 'mine' });
+      expect([a.status, tag(a)], sql).toEqual([200, 'QueryRefused']);
+      expect(a.text, sql).not.toContain('replica_meta');
+      expect(a.text, sql).toContain('SHOW, DESCRIBE and SUMMARIZE are not allowed');
+    }
+  });
+
+  it('refuses a text without a statement precisely', async () => {
+    for (const sql of ['   ', '-- hi', ';', '/* x */ ;\n;']) {
+      const a = await rpc(node.url, 'query.execute', { sql, tables: T }, { board: 'mine' });
+      expect([a.status, tag(a)], JSON.stringify(sql)).toEqual([200, 'QueryRefused']);
+      expect(a.body.status === 'error' && a.body.error.message).toBe(
+        'exactly one statement is allowed, got 0',
+      );
+    }
+  });
+
+  it('checks and answers queries with constants beyond DOUBLE (Infinity in the parse tree)', async () => {
+    const read = async (sql: string) =>
+      value<{ result: { rows: unknown[][] } }>(
+        await rpc(node.url, 'query.execute', { sql, tables: T }, { board: 'mine' }),
+      ).result.rows;
+    expect(await read('SELECT 1e400, -1e400')).toEqual([['Infinity', '-Infinity']]);
+    expect(await read('SELECT \'Infinity\' AS s, 1e400 > 1 AS b, "NaN" FROM (SELECT 1 AS "NaN")')).toEqual([
+      ['Infinity', true, 1],
+    ]);
+    // The source check still runs on such a query.
+    const a = await rpc(
+      node.url,
+      'query.execute',
+      { sql: 'SELECT 1e400, * FROM duckdb_databases()', tables: T },
+      { board: 'mine' },
+    );
+    expect(tag(a)).toBe('QueryRefused');
+  });
+
+  it('binds every valid cell as a parameter: integers past 64 bits as DOUBLE', async () => {
+    const read = async (sql: string, params: unknown[]) =>
+      value<{ result: { rows: unknown[][] } }>(
+        await rpc(node.url, 'query.execute', { sql, tables: T, params }, { board: 'mine' }),
+      ).result.rows;
+    expect(await read('SELECT $1::DOUBLE', [1e20])).toEqual([[1e20]]);
+    expect(await read('SELECT $1, $2, $3', [1e300, -1e20, 2 ** 53 + 2])).toEqual([
+      [1e300, -1e20, 2 ** 53 + 2],
+    ]);
+    expect(await read('SELECT $1 + 1, $2, $3', [2 ** 53 - 1, -(2 ** 31), 0.5])).toEqual([
+      ['9007199254740992', -(2 ** 31), 0.5],
+    ]);
+    expect(await read('SELECT id FROM {{t}} WHERE length(title) < $1', [1e20])).toEqual([['m1']]);
+  });
+
+  it("reads intervals back in DuckDB's own text form", async () => {
+    const rows = value<{ result: { rows: unknown[][] } }>(
+      await rpc(
+        node.url,
+        'query.execute',
+        {
+          sql: "SELECT INTERVAL 1 DAY, INTERVAL 2 MONTH, INTERVAL 3 SECOND, INTERVAL '1 year 2 months 3 days 04:05:06.789', -INTERVAL 90 MINUTE",
+          tables: T,
+        },
+        { board: 'mine' },
+      ),
+    ).result.rows;
+    expect(rows).toEqual([
+      ['1 day', '2 months', '00:00:03', '1 year 2 months 3 days 04:05:06.789', '-01:30:00'],
+    ]);
+  });
+
+  it('answers QueryTimeout at the deadline of a call DuckDB does not interrupt, and keeps serving', async () => {
+    // One function call building a 300 MB string: DuckDB returns from it only when it is built.
+    const heavy = await rpc(
+      node.url,
+      'query.execute',
+      { sql: "SELECT length(repeat('x', 300000000))", tables: T },
+      { board: 'mine' },
+    );
+    expect([heavy.status, tag(heavy)]).toEqual([200, 'QueryTimeout']);
+    const health = await fetch(`${node.url}/health`);
+    expect(health.status).toBe(200);
+    const after = value<{ result: { rows: unknown[][] } }>(
+      await rpc(node.url, 'query.execute', { sql: 'SELECT id FROM {{t}}', tables: T }, { board: 'mine' }),
+    );
+    expect(after.result.rows).toEqual([['m1']]);
+    expect(node.proc.exitCode).toBe(null);
   });
 });
 

@@ -8,7 +8,9 @@ import {
 } from '@duckdb/node-api';
 import { BoardError, boardError } from '../errors.js';
 import { refineDuckError } from './duck-errors.js';
+import { bindCell, bindCells } from './duck-values.js';
 import { type KeyedLookup, type KeyKind, keyedLookup } from './keyed-lookup.js';
+import { parseTreeJson } from './parse-tree.js';
 import { PlanCache } from './plan-cache.js';
 import { isReadStatement } from './query-guard.js';
 import { type EncodedResult, type QueryLimits, readResult, readResultsByKey } from './result-reader.js';
@@ -80,6 +82,8 @@ export class ReadConnection {
   private snapshot: DuckDBPreparedStatement | undefined;
   /** Schema version the cached statements were prepared against. */
   private schemaVersion = 0;
+  /** A DuckDB call of a read already answered that has not returned yet (see {@link busy}). */
+  private abandoned: Promise<void> | undefined;
 
   constructor(
     private readonly conn: DuckDBConnection,
@@ -115,7 +119,7 @@ export class ReadConnection {
           `the query has ${prepared.parameterCount} parameter(s) but ${params.length} were given`,
         );
       }
-      if (params.length > 0) prepared.bind(params);
+      bindCells(prepared, params);
       return await this.execute(sqlText, prepared, limits, run.deadline);
     });
     return { result: value, watermark };
@@ -142,11 +146,8 @@ export class ReadConnection {
     const { value, watermark } = await this.inSnapshot(limits, schemaVersion, known, async (run) => {
       const prepared = await this.prepareBatch(entry.lookup.sql(k), known?.generation);
       if (known === undefined) run.owned.push(prepared);
-      for (let i = 0; i < k; i++) {
-        const key = keys[Math.min(i, keys.length - 1)]!;
-        if (typeof key === 'string') prepared.bindVarchar(i + 1, key);
-        else prepared.bindBigInt(i + 1, BigInt(key));
-      }
+      // Keys are strings or safe integers (`batchableKey`), so bound as VARCHAR or BIGINT.
+      for (let i = 0; i < k; i++) bindCell(prepared, i + 1, keys[Math.min(i, keys.length - 1)]!);
       const result = await prepared.run();
       run.deadline();
       const names = result.columnNames().slice(1);
@@ -165,10 +166,31 @@ export class ReadConnection {
   }
 
   /**
+   * True while a DuckDB call of a read already answered (its deadline passed) is still running on
+   * this connection; {@link settled} resolves when it returns. The pool hands the connection to no
+   * other query before then.
+   */
+  get busy(): boolean {
+    return this.abandoned !== undefined;
+  }
+
+  /** Resolves once no abandoned DuckDB call runs on this connection (see {@link busy}). */
+  async settled(): Promise<void> {
+    await this.abandoned;
+  }
+
+  /**
    * The frame of every read: the deadline (`limits.timeoutMs`, then `QueryTimeout`), the snapshot
    * transaction (unless the caller vouches for `known`, see {@link query}) and its watermark, and
    * the failure's refinement. `body` runs the statement; statements it lists in `owned` are
    * destroyed afterwards.
+   *
+   * The deadline is kept whatever DuckDB does: when it passes, the connection is interrupted and
+   * the read is answered `QueryTimeout` at once, without waiting for the DuckDB call under way.
+   * Some calls do not heed an interrupt until they return (one function call that builds a huge
+   * value: `repeat('x', 2000000000)`, `range(100000000)` as a list); such a call runs on, and
+   * the connection stays {@link busy} until it returns. A read that finds the connection busy waits
+   * for it within its own deadline, so two statements never run on one connection at once.
    */
   private async inSnapshot<T>(
     limits: QueryLimits,
@@ -176,48 +198,84 @@ export class ReadConnection {
     known: { watermark: number; generation: number } | undefined,
     body: (run: { deadline: () => void; owned: DuckDBPreparedStatement[] }) => Promise<T>,
   ): Promise<{ value: T; watermark: number }> {
-    if (schemaVersion !== this.schemaVersion) {
-      this.clearStatements();
-      this.schemaVersion = schemaVersion;
-    }
     const conn = this.conn;
+    const previous = this.abandoned;
     let timedOut = false;
+    let watermark = known?.watermark;
+    const timeout = () => {
+      const failure: ReadFailure = boardError(
+        'QueryTimeout',
+        `query interrupted after ${limits.timeoutMs} ms`,
+      );
+      if (watermark !== undefined) failure[FAILED_AT] = watermark;
+      return failure;
+    };
+    let expire: (err: Error) => void = () => undefined;
+    const expired = new Promise<never>((_resolve, reject) => {
+      expire = reject;
+    });
     const timer = setTimeout(() => {
       timedOut = true;
-      conn.interrupt();
+      // Not while an earlier abandoned call still runs: that one was interrupted already.
+      if (!this.abandoned) conn.interrupt();
+      expire(timeout());
     }, limits.timeoutMs);
     const deadline = () => {
-      if (timedOut) throw boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`);
+      if (timedOut) throw timeout();
     };
-    let open = false;
-    const owned: DuckDBPreparedStatement[] = [];
-    let watermark = known?.watermark;
+    const work = (async () => {
+      if (previous) await previous;
+      deadline();
+      if (schemaVersion !== this.schemaVersion) {
+        this.clearStatements();
+        this.schemaVersion = schemaVersion;
+      }
+      let open = false;
+      const owned: DuckDBPreparedStatement[] = [];
+      try {
+        if (watermark === undefined) {
+          await conn.run('BEGIN TRANSACTION');
+          open = true;
+          this.snapshot ??= await conn.prepare(`SELECT watermark FROM ${this.metaTable}`);
+          const meta = await this.snapshot.runAndReadAll();
+          watermark = Number(meta.getRows()[0]?.[0] ?? 0);
+        }
+        const value = await body({ deadline, owned });
+        if (open) {
+          open = false;
+          await conn.run('COMMIT');
+        }
+        return { value, watermark };
+      } catch (err) {
+        // A result abandoned half-read would keep its pipeline running until the next statement.
+        if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
+        if (open) await conn.run('ROLLBACK').catch(() => undefined);
+        const failure: ReadFailure = timedOut ? timeout() : refineDuckError(err, this.path);
+        if (watermark !== undefined) failure[FAILED_AT] = watermark;
+        throw failure;
+      } finally {
+        for (const p of owned) p.destroySync();
+      }
+    })();
+    let done = false;
+    const ended = work.then(
+      () => {
+        done = true;
+      },
+      () => {
+        done = true;
+      },
+    );
     try {
-      if (watermark === undefined) {
-        await conn.run('BEGIN TRANSACTION');
-        open = true;
-        this.snapshot ??= await conn.prepare(`SELECT watermark FROM ${this.metaTable}`);
-        const meta = await this.snapshot.runAndReadAll();
-        watermark = Number(meta.getRows()[0]?.[0] ?? 0);
-      }
-      const value = await body({ deadline, owned });
-      if (open) {
-        open = false;
-        await conn.run('COMMIT');
-      }
-      return { value, watermark };
-    } catch (err) {
-      // A result abandoned half-read would keep its pipeline running until the next statement.
-      if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
-      if (open) await conn.run('ROLLBACK').catch(() => undefined);
-      const failure = timedOut
-        ? boardError('QueryTimeout', `query interrupted after ${limits.timeoutMs} ms`)
-        : refineDuckError(err, this.path);
-      if (watermark !== undefined) (failure as ReadFailure)[FAILED_AT] = watermark;
-      throw failure;
+      return await Promise.race([work, expired]);
     } finally {
       clearTimeout(timer);
-      for (const p of owned) p.destroySync();
+      if (!done) {
+        const mark = ended.then(() => {
+          if (this.abandoned === mark) this.abandoned = undefined;
+        });
+        this.abandoned = mark;
+      }
     }
   }
 
@@ -291,7 +349,17 @@ export class ReadConnection {
     if (this.checked.has(sqlText)) {
       return this.remember(sqlText, generation, await this.conn.prepare(sqlText));
     }
-    const extracted = await this.conn.extractStatements(sqlText);
+    let extracted: Awaited<ReturnType<DuckDBConnection['extractStatements']>>;
+    try {
+      extracted = await this.conn.extractStatements(sqlText);
+    } catch (err) {
+      // DuckDB's extraction fails without a message ("Error in native callback") on a text with
+      // no statement at all (blank, only comments or semicolons); its parser says how many there are.
+      if ((await this.parseTree(sqlText)).statements?.length === 0) {
+        throw boardError('QueryRefused', 'exactly one statement is allowed, got 0');
+      }
+      throw err;
+    }
     if (extracted.count !== 1) {
       throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
     }
@@ -340,11 +408,7 @@ export class ReadConnection {
    * the parsed statements.
    */
   private async checkParseTree(sqlText: string): Promise<Parameters<typeof keyedLookup>[0]> {
-    this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
-    this.serializer.bind([sqlText]);
-    const reader = await this.serializer.runAndReadAll();
-    const text = String(reader.getRows()[0]?.[0] ?? '');
-    const tree = JSON.parse(text) as { error?: boolean; error_message?: string; statements?: unknown };
+    const tree = await this.parseTree(sqlText);
     if (tree.error) {
       throw boardError(
         'QueryFailed',
@@ -354,6 +418,16 @@ export class ReadConnection {
     const statements = (tree.statements ?? null) as Parameters<typeof checkSources>[0];
     checkSources(statements);
     return statements;
+  }
+
+  /** DuckDB's parse tree of `sqlText` (`json_serialize_sql`), or its parser's error. */
+  private async parseTree(
+    sqlText: string,
+  ): Promise<{ error?: boolean; error_message?: string; statements?: unknown[] }> {
+    this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
+    this.serializer.bind([sqlText]);
+    const reader = await this.serializer.runAndReadAll();
+    return parseTreeJson(String(reader.getRows()[0]?.[0] ?? ''));
   }
 
   private clearStatements(): void {

@@ -1,6 +1,6 @@
 import type { Cell } from '@board/protocol';
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { BoardError } from '../errors.js';
+import { BoardError, boardError } from '../errors.js';
 import { batchableKey, type KeyKind } from './keyed-lookup.js';
 import { type BatchEntry, MAX_BATCH, ReadConnection, type SnapshotResult } from './read-connection.js';
 import type { QueryLimits } from './result-reader.js';
@@ -16,6 +16,13 @@ export interface ReplicaState {
   /** Bumped when the table's columns change. */
   readonly schemaVersion: number;
   kindOf(column: string): KeyKind | undefined;
+  /**
+   * Marks the replica as used while a reader connection runs a DuckDB call whose query was already
+   * answered (`QueryTimeout`), so that it is not closed, evicted or its files removed under that
+   * call; `release` undoes it. Optional: without them, only the pool itself waits for such calls.
+   */
+  acquire?(): void;
+  release?(): void;
 }
 
 interface Waiter {
@@ -24,13 +31,15 @@ interface Waiter {
   limits: QueryLimits;
   resolve(out: SnapshotResult): void;
   reject(err: unknown): void;
+  /** Answers `QueryTimeout` if no reader took the query within its deadline. */
+  timer: NodeJS.Timeout;
 }
 
 /**
  * The reader connections of one replica: at most {@link MAX_READERS}, each running one query at a
  * time in its own snapshot, so reads run in parallel with each other and with the writer.
  *
- * Queries that find every reader busy wait in order. When a reader frees, it takes the first
+ * Queries that find every reader busy wait in order, within their deadline (then `QueryTimeout`). When a reader frees, it takes the first
  * waiter and, if that is a point lookup (`keyed-lookup.ts`) whose single runs came back small,
  * every other waiting lookup of the same statement (up to {@link MAX_BATCH} keys): they run as one
  * DuckDB statement and each gets its own key's rows, from one snapshot that is at or past what each
@@ -68,7 +77,15 @@ export class ReaderPool {
     const reader = this.blocked(sqlText, params) ? undefined : (this.idle.pop() ?? (await this.newReader()));
     if (!reader) {
       return await new Promise<SnapshotResult>((resolve, reject) => {
-        this.waiting.push({ sqlText, params, limits, resolve, reject });
+        const waiter: Waiter = {
+          sqlText,
+          params,
+          limits,
+          resolve,
+          reject,
+          timer: setTimeout(() => this.expire(waiter), limits.timeoutMs),
+        };
+        this.waiting.push(waiter);
         this.dispatch();
       });
     }
@@ -79,6 +96,22 @@ export class ReaderPool {
       if (lookup) this.done(sqlText);
       this.release(reader);
     }
+  }
+
+  /**
+   * A query that no reader took within its deadline (all were busy, e.g. with calls of queries
+   * already answered `QueryTimeout` that DuckDB has not returned from yet) is answered `QueryTimeout`.
+   */
+  private expire(waiter: Waiter): void {
+    const i = this.waiting.indexOf(waiter);
+    if (i < 0) return;
+    this.waiting.splice(i, 1);
+    waiter.reject(
+      boardError(
+        'QueryTimeout',
+        `query not started within ${waiter.limits.timeoutMs} ms: the board's ${MAX_READERS} reader connections stayed busy`,
+      ),
+    );
   }
 
   /**
@@ -121,8 +154,9 @@ export class ReaderPool {
         if (this.replica.generation === generation) return out;
       } catch (err) {
         // A batch committed while the statement ran: its plan's statistics may predate rows it
-        // read (a perfect-hash GROUP BY then fails). Run it again in a snapshot; else it is final.
-        if (this.replica.generation === generation) throw err;
+        // read (a perfect-hash GROUP BY then fails). Run it again in a snapshot; else it is final,
+        // and so is a timeout (its time is up, and its DuckDB call may still be running).
+        if (this.replica.generation === generation || isTimeout(err)) throw err;
       }
     }
     const left = Math.max(1, limits.timeoutMs - (performance.now() - started));
@@ -150,7 +184,7 @@ export class ReaderPool {
         reader.queryBatch(sqlText, keys, l, this.replica.schemaVersion, known),
       );
     } catch (err) {
-      if (err instanceof BoardError && err._tag === 'QueryTimeout') {
+      if (isTimeout(err)) {
         for (const w of group) w.reject(err);
         return;
       }
@@ -189,8 +223,20 @@ export class ReaderPool {
     }
   }
 
-  /** Returns a reader to the idle ones and serves waiters. */
+  /**
+   * Returns a reader to the idle ones and serves waiters; a reader still running a DuckDB call of a
+   * query already answered (see `ReadConnection.busy`) only once that call returns, the replica
+   * held in use meanwhile.
+   */
   private release(reader: ReadConnection): void {
+    if (reader.busy) {
+      this.replica.acquire?.();
+      void reader.settled().then(() => {
+        this.release(reader);
+        this.replica.release?.();
+      });
+      return;
+    }
     if (this.closed) {
       reader.close();
       return;
@@ -210,6 +256,7 @@ export class ReaderPool {
       const first = this.waiting.splice(i, 1)[0]!;
       const reader = this.idle.pop()!;
       const group = [first, ...this.companions(first)];
+      for (const w of group) clearTimeout(w.timer);
       const lookup = this.started(first.sqlText);
       const served =
         group.length > 1
@@ -245,7 +292,10 @@ export class ReaderPool {
     return taken;
   }
 
-  /** Closes every reader now (idle ones) or when its query ends. */
+  /**
+   * Closes every reader now (idle ones) or when its query ends (or, for a query already answered,
+   * its DuckDB call returns).
+   */
   close(): void {
     this.closed = true;
     for (const r of this.idle.splice(0)) {
@@ -257,3 +307,5 @@ export class ReaderPool {
     }
   }
 }
+
+const isTimeout = (err: unknown): boolean => err instanceof BoardError && err._tag === 'QueryTimeout';

@@ -31,6 +31,26 @@ const REFUSED_FUNCTIONS = new Set([
   'json_execute_serialized_sql',
 ]);
 
+/**
+ * Kinds of table reference (a `FROM` item) the guard understands: the board's table and CTEs
+ * (`BASE_TABLE`, checked), the table functions above (`TABLE_FUNCTION`, checked), and those whose
+ * sources are all inside them (subqueries, joins, `VALUES`, no `FROM`, `PIVOT`/`UNPIVOT` over a
+ * source). Any other kind is refused: `SHOW_REF` (`(SHOW TABLES)`, `(DESCRIBE t)`, `(SUMMARIZE t)`
+ * read DuckDB's catalog), and whatever a later DuckDB adds.
+ */
+const ALLOWED_TABLE_REFS = new Set([
+  'BASE_TABLE',
+  'TABLE_FUNCTION',
+  'SUBQUERY',
+  'JOIN',
+  'EXPRESSION_LIST',
+  'EMPTY',
+  'PIVOT',
+]);
+
+/** Kinds of query node the guard understands (any other is refused). */
+const ALLOWED_QUERY_NODES = new Set(['SELECT_NODE', 'SET_OPERATION_NODE', 'RECURSIVE_CTE_NODE', 'CTE_NODE']);
+
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 const lower = (v: Json | undefined): string => (typeof v === 'string' ? v.toLowerCase() : '');
@@ -68,6 +88,7 @@ function walk(node: Json, scope: ReadonlySet<string>): void {
     }
     inScope = growing;
   }
+  checkKind(node);
   if (node.type === 'RECURSIVE_CTE_NODE') inScope = new Set([...inScope, lower(node.cte_name)]);
   if (node.type === 'BASE_TABLE') checkTable(node, inScope);
   if (node.type === 'TABLE_FUNCTION') {
@@ -87,6 +108,27 @@ function walk(node: Json, scope: ReadonlySet<string>): void {
   }
   for (const [key, child] of Object.entries(node)) {
     if (key !== 'cte_map') walk(child, inScope);
+  }
+}
+
+/**
+ * Refuses a table reference or query node of a kind not in the allow-lists. In DuckDB's serialized
+ * tree a table reference is an object with `type`, `alias` and `sample` (expressions carry `class`
+ * instead; query nodes carry `modifiers`), a query node one with `type` and `modifiers`.
+ */
+function checkKind(node: { [key: string]: Json }): void {
+  if (typeof node.type !== 'string' || 'class' in node) return;
+  if ('modifiers' in node) {
+    if (!ALLOWED_QUERY_NODES.has(node.type)) {
+      throw boardError('QueryRefused', `a query of kind ${node.type} is not allowed on the read path`);
+    }
+  } else if ('alias' in node && 'sample' in node && !ALLOWED_TABLE_REFS.has(node.type)) {
+    throw boardError(
+      'QueryRefused',
+      node.type === 'SHOW_REF'
+        ? "SHOW, DESCRIBE and SUMMARIZE are not allowed: a query reads only its board's table (through a {{placeholder}}) and its own CTEs"
+        : `a FROM item of kind ${node.type} is not allowed on the read path`,
+    );
   }
 }
 

@@ -16,6 +16,7 @@ import type { BoardNodeMetrics } from '../metrics.js';
 import { ResponseSink } from '../watch/response-sink.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
+import { MAX_JSON_DEPTH, tooDeep } from './json-depth.js';
 
 const ENVELOPE_HEAD = Buffer.from('{"status":"ok","value":');
 const ENVELOPE_TAIL = Buffer.from('}');
@@ -170,16 +171,16 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
 const bodyTooLarge = () => boardError('InvalidInput', `request body larger than ${MAX_BODY_BYTES} bytes`);
 
 /**
- * The request body as text, at most {@link MAX_BODY_BYTES} (a declared length past it is refused
+ * The request body's bytes, at most {@link MAX_BODY_BYTES} (a declared length past it is refused
  * before any of it is read; a streamed body as soon as it crosses it).
  */
-function readBodyText(incoming: IncomingMessage): Promise<string> {
+function readBody(incoming: IncomingMessage): Promise<Buffer> {
   const declared = Number(incoming.headers['content-length']);
   if (declared > MAX_BODY_BYTES) return Promise.reject(bodyTooLarge());
   if (incoming.readableDidRead) {
     return Promise.reject(boardError('InvalidInput', 'could not read the request body'));
   }
-  return new Promise<string>((resolve, reject) => {
+  return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const done = (err?: BoardError) => {
@@ -188,12 +189,7 @@ function readBodyText(incoming: IncomingMessage): Promise<string> {
         // Stop buffering; what the client still sends is read and dropped.
         incoming.resume();
         reject(err);
-      } else
-        resolve(
-          chunks.length === 1
-            ? (chunks[0] as Buffer).toString('utf8')
-            : Buffer.concat(chunks).toString('utf8'),
-        );
+      } else resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -209,8 +205,20 @@ function readBodyText(incoming: IncomingMessage): Promise<string> {
   });
 }
 
+/**
+ * The request body as the procedure's input. Nesting deeper than {@link MAX_JSON_DEPTH} is refused
+ * before `JSON.parse` (a cheap pass over the bytes; parsing deep nesting took seconds per MB with
+ * the event loop blocked); then JSON, then the procedure's schema.
+ */
 async function parseBody(req: IncomingMessage, name: ProcedureName): Promise<unknown> {
-  const text = await readBodyText(req);
+  const bytes = await readBody(req);
+  if (tooDeep(bytes)) {
+    throw boardError(
+      'InvalidInput',
+      `request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels; no procedure's input needs more than 4`,
+    );
+  }
+  const text = bytes.toString('utf8');
   let body: unknown;
   if (text.trim() === '') {
     body = name === 'node.stats' ? {} : undefined;
