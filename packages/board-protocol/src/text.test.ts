@@ -118,7 +118,7 @@ describe('the text rule and id patterns', () => {
     // Every string cell counts, ids included: n - 1 full cells and their ids fit, n do not.
     expect(issue(insert.safeParse({ rows: rows(n - 1) }))).toBe('ok');
     expect(issue(insert.safeParse({ rows: rows(n) }))).toMatch(
-      /^: a mutation stores at most 16777216 bytes of UTF-8 text in its cells \(got 1677\d{4}\); split it$/,
+      /^: a mutation stores at most 8388608 bytes of UTF-8 text in its cells \(got 83\d{5}\); split it$/,
     );
     const updates = rows(n + 1).map((r) => ({ id: r.id, patch: { t: r.t } }));
     expect(update.safeParse({ updates }).success).toBe(false);

@@ -47,11 +47,11 @@ export function textSchema(what = 'text'): z.ZodString {
 export const MAX_TEXT_CELL_BYTES = 64 * 1024;
 
 /**
- * Largest total of text a mutation may store, in UTF-8 bytes of its string cells (16 MiB): one
+ * Largest total of text a mutation may store, in UTF-8 bytes of its string cells (8 MiB): one
  * mutation is one change record, which a replica applies in one DuckDB transaction, so this bounds
  * the memory that transaction needs (and bounds a row's text too).
  */
-export const MAX_MUTATION_TEXT_BYTES = 16 * 1024 * 1024;
+export const MAX_MUTATION_TEXT_BYTES = 8 * 1024 * 1024;
 
 /**
  * UTF-8 length of `value` in bytes, counting at most up to `stopAbove + 1` (so a huge string costs no
