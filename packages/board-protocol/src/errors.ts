@@ -38,6 +38,8 @@ export const ERROR_TAGS = {
   BoardExists: 200,
   ColumnExists: 200,
   Unavailable: 200,
+  OutOfMemory: 200,
+  ReplicaUnavailable: 200,
   Internal: 200,
 } as const;
 

@@ -10,6 +10,8 @@ export {
   columnDefSchema,
   type Row,
   rowSchema,
+  storedCellSchema,
+  textBytes,
 } from './cell.js';
 export type {
   CacheOutcome,
@@ -47,6 +49,7 @@ export {
   type ProcedureOutputs,
 } from './outputs.js';
 export {
+  CHANGES_PAGE_BYTES,
   changesReadInput,
   ENTITY,
   IDEMPOTENT_MARK,
@@ -75,11 +78,14 @@ export {
   IDEMPOTENCY_KEY_PATTERN,
   idempotencyKeySchema,
   MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_MUTATION_TEXT_BYTES,
   MAX_ROW_ID_LENGTH,
+  MAX_TEXT_CELL_BYTES,
   ROW_ID_PATTERN,
   rowIdSchema,
   textProblem,
   textSchema,
+  utf8Length,
 } from './text.js';
 
 /** Request and response header names of the wire contract. */

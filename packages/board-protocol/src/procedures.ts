@@ -1,6 +1,13 @@
 import { z } from 'zod';
-import { cellSchema, rowSchema } from './cell.js';
-import { idempotencyKeySchema, ROW_ID_PATTERN, rowIdSchema, textProblem, textSchema } from './text.js';
+import { cellSchema, type Row, rowSchema, textBytes } from './cell.js';
+import {
+  idempotencyKeySchema,
+  MAX_MUTATION_TEXT_BYTES,
+  ROW_ID_PATTERN,
+  rowIdSchema,
+  textProblem,
+  textSchema,
+} from './text.js';
 
 /** Placeholder token names in query SQL: `{{name}}`, name 1 to 32 characters of `A-Za-z0-9_`. */
 export const TOKEN_NAME_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
@@ -16,6 +23,25 @@ export const MAX_ROWS_PER_MUTATION = 10_000;
 export const MAX_SQL_LENGTH = 100_000;
 /** Largest page `changes.read` returns. */
 export const MAX_CHANGES_PAGE = 1_000;
+/**
+ * Bytes of change records (their payloads' JSON text, as the store prints it) a `changes.read` page
+ * or a watch catch-up page holds at most, beyond its first record: a page always carries at least
+ * one record, so a consumer always progresses, and never more than about 4 MiB plus one record.
+ */
+export const CHANGES_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** `MAX_MUTATION_TEXT_BYTES` as a zod check over a mutation's rows or patches. */
+function mutationTextCheck<T>(rowsOf: (input: T) => Iterable<Row>) {
+  return (input: T, ctx: z.RefinementCtx): void => {
+    const bytes = textBytes(rowsOf(input));
+    if (bytes > MAX_MUTATION_TEXT_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `a mutation stores at most ${MAX_MUTATION_TEXT_BYTES} bytes of UTF-8 text in its cells (got ${bytes}); split it`,
+      });
+    }
+  };
+}
 
 /** Input of `query.execute`. */
 export const queryExecuteInput = z.strictObject({
@@ -49,19 +75,25 @@ const insertRowSchema = rowSchema.superRefine((row, ctx) => {
 });
 
 /** Input of `mutate.insert`. */
-export const mutateInsertInput = z.strictObject({
-  rows: z.array(insertRowSchema).min(1).max(MAX_ROWS_PER_MUTATION),
-  idempotencyKey,
-});
+export const mutateInsertInput = z
+  .strictObject({
+    rows: z.array(insertRowSchema).min(1).max(MAX_ROWS_PER_MUTATION),
+    idempotencyKey,
+  })
+  .superRefine(mutationTextCheck((input: { rows: Row[] }) => input.rows));
 
 /** Input of `mutate.update`: single-row patches applied as one atomic write. */
-export const mutateUpdateInput = z.strictObject({
-  updates: z
-    .array(z.strictObject({ id: rowIdSchema, patch: rowSchema }))
-    .min(1)
-    .max(MAX_ROWS_PER_MUTATION),
-  idempotencyKey,
-});
+export const mutateUpdateInput = z
+  .strictObject({
+    updates: z
+      .array(z.strictObject({ id: rowIdSchema, patch: rowSchema }))
+      .min(1)
+      .max(MAX_ROWS_PER_MUTATION),
+    idempotencyKey,
+  })
+  .superRefine(
+    mutationTextCheck((input: { updates: { patch: Row }[] }) => input.updates.map((u) => u.patch)),
+  );
 
 /** Input of `mutate.delete`. */
 export const mutateDeleteInput = z.strictObject({

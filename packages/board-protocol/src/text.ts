@@ -38,6 +38,43 @@ export function textSchema(what = 'text'): z.ZodString {
   return z.string().superRefine(textCheck(what));
 }
 
+/**
+ * Largest text cell a row may store, in UTF-8 bytes (64 KiB). Chosen below DuckDB's 256 KiB storage
+ * block with room to spare: a replica keeps a string longer than a block as a chain of blocks it
+ * cannot spill, and such strings piled up until a replica's memory limit was exhausted (README,
+ * "Sizes of cells and mutations").
+ */
+export const MAX_TEXT_CELL_BYTES = 64 * 1024;
+
+/**
+ * Largest total of text a mutation may store, in UTF-8 bytes of its string cells (8 MiB): one
+ * mutation is one change record, which a replica applies in one DuckDB transaction, so this bounds
+ * the memory that transaction needs (and bounds a row's text too).
+ */
+export const MAX_MUTATION_TEXT_BYTES = 8 * 1024 * 1024;
+
+/**
+ * UTF-8 length of `value` in bytes, counting at most up to `stopAbove + 1` (so a huge string costs no
+ * more than the bound to check). Lone surrogates (refused by the text rule) count 3 bytes, as
+ * their replacement character would.
+ */
+export function utf8Length(value: string, stopAbove = Number.POSITIVE_INFINITY): number {
+  let bytes = 0;
+  for (let i = 0; i < value.length && bytes <= stopAbove; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < value.length) {
+      const next = value.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
 /** Longest row id, in characters (code points): 256 x 4 bytes stays far below PostgreSQL's index row limit. */
 export const MAX_ROW_ID_LENGTH = 256;
 /**

@@ -22,6 +22,10 @@ describe('loadConfig', () => {
     [{ BOARD_ROUTER_NODES: 'https://a:1' }, /http:\/\//],
     [{ BOARD_ROUTER_NODES: 'http://a:1/rpc' }, /base URL/],
     [{ BOARD_ROUTER_NODES: 'http://a:1,http://a:1/' }, /twice/],
+    [{ BOARD_ROUTER_NODES: 'http://127.0.0.1:0' }, /must name a port other than 0/],
+    [{ BOARD_ROUTER_NODES: 'http://u@a:1' }, /no path, query or credentials/],
+    [{ BOARD_ROUTER_NODES: 'http://u:pw@a:1' }, /no path, query or credentials/],
+    [{ BOARD_ROUTER_NODES: 'http://:pw@127.0.0.1:1' }, /no path, query or credentials/],
     [{ BOARD_ROUTER_NODES: 'http://a:1', BOARD_ROUTER_HEDGE_BUDGET: '1.5' }, /HEDGE_BUDGET/],
     [{ BOARD_ROUTER_NODES: 'http://a:1', BOARD_ROUTER_HEDGE: 'maybe' }, /BOARD_ROUTER_HEDGE /],
     [{ BOARD_ROUTER_NODES: 'http://a:1', BOARD_ROUTER_PORT: 'x' }, /PORT/],
@@ -36,6 +40,10 @@ describe('loadConfig', () => {
   ])('refuses %j', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);
+  });
+  it('accepts IPv6 literals and a port left to its default', () => {
+    const c = loadConfig({}, { BOARD_ROUTER_NODES: 'http://[::1]:8787,http://a' });
+    expect(c.nodes).toEqual(['http://[::1]:8787', 'http://a']);
   });
   it('reports every problem at once', () => {
     let problems: readonly string[] = [];

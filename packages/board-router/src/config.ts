@@ -32,9 +32,16 @@ const nodesSchema = z
         continue;
       }
       if (url.protocol !== 'http:') problem(`"${part}" must be an http:// URL`);
-      else if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || url.username) {
+      else if (
+        (url.pathname !== '/' && url.pathname !== '') ||
+        url.search ||
+        url.hash ||
+        url.username ||
+        url.password
+      ) {
         problem(`"${part}" must be a base URL (no path, query or credentials)`);
-      } else if (out.includes(url.origin)) problem(`"${part}" is listed twice`);
+      } else if (url.port === '0') problem(`"${part}" must name a port other than 0`);
+      else if (out.includes(url.origin)) problem(`"${part}" is listed twice`);
       else out.push(url.origin);
     }
     return out;

@@ -52,7 +52,9 @@ export class NodePool {
   ) {
     this.nodes = urls.map((url) => {
       const u = new URL(url);
-      return { url, host: u.hostname, port: Number(u.port || 80), id: url, state: 'unknown' };
+      // An IPv6 literal's hostname keeps its brackets (`[::1]`); a socket wants the bare address.
+      const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+      return { url, host, port: Number(u.port || 80), id: url, state: 'unknown' };
     });
     for (const n of this.nodes) this.opts.metrics.nodeUp.set({ node: n.url }, 0);
   }

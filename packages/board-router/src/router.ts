@@ -131,7 +131,10 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   /**
    * Proxies `GET /watch` from one up node, streamed. A node that cannot be reached before it
    * answers is ejected and the next one tried (a watch is a read); once the stream is relayed, the
-   * node dying ends the client's stream (the client resumes from its last watermark).
+   * node dying ends the client's stream (the client resumes from its last watermark), and the
+   * client going away ends the node's. The node's stream is read only as fast as the client reads
+   * (paused while the client's socket is full), so a client that stops reading is cut off by the
+   * node's `SlowConsumer` limit as it would be on the node itself.
    */
   function watch(req: IncomingMessage, res: ServerResponse, url: string): void {
     const tried = new Set<UpstreamNode>();
@@ -168,12 +171,21 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
             [HEADERS.hedged]: 'false',
           });
           res.flushHeaders();
-          ures.on('data', (c: Buffer) => res.write(c));
+          // Backpressure: while the client's socket holds more than its high-water mark unsent, the
+          // node's stream is not read either, so the node's own buffer limit (`SlowConsumer`)
+          // applies to a client that stops reading, and the router holds at most about one chunk
+          // beyond that mark per stream.
+          ures.on('data', (c: Buffer) => {
+            if (!res.write(c)) ures.pause();
+          });
+          res.on('drain', () => ures.resume());
           ures.on('end', () => res.end());
-          ures.on('aborted', () => res.end());
-          ures.on('error', () => res.end());
+          // The node's side broke off (node gone, or a cut-off client that did not read its rest
+          // within the node's grace): end the client's side too, whatever is still queued for it.
+          ures.on('aborted', () => res.destroy());
+          ures.on('error', () => res.destroy());
           ures.on('close', () => {
-            if (!res.writableEnded) res.end();
+            if (!res.writableEnded) res.destroy();
           });
         },
       );

@@ -4,6 +4,7 @@
  * or one that dies with a request in flight (an unkeyed write is not re-sent).
  */
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { boardTest, cli, events, type NodeProcess, rpc, tag, value, watch } from '@board/server/testing';
 import { describeOnServerPostgres, type TestPostgres } from '@support/pg/testing';
 import { malformedAnswers, parseMetrics, rawHttp } from '@support/server/testing';
@@ -247,6 +248,47 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(w.contentType).toContain('text/event-stream');
     const change = events(w.items).find((e) => e.event === 'change');
     expect(change?.data).toMatchObject({ kind: 'insert', payload: { rows: [{ id: 'w1' }] } });
+  });
+
+  it('paces /watch by the client: a client that stops reading is cut off by the node (SlowConsumer), and both sides end', async () => {
+    // Only node-a behind this router, so the test knows whose metrics to read.
+    const only = await startRouter([a.url]);
+    const nodeMetric = async (name: string) => {
+      const text = await (await fetch(`${a.url}/metrics`)).text();
+      return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1]);
+    };
+    const cutBefore = await nodeMetric('board_node_watch_slow_consumers_total');
+    const watchersBefore = await nodeMetric('board_node_watchers');
+    const { hostname, port } = new URL(only.url);
+    const socket = connect(Number(port), hostname);
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => {
+      text += d;
+    });
+    socket.write(`GET /watch HTTP/1.1\r\nhost: ${hostname}\r\nx-data-board: ${BOARD}\r\n\r\n`);
+    await eventually(() => text.includes('\r\n\r\n')); // the head arrived through the router
+    await eventually(async () => (await nodeMetric('board_node_watchers')) === watchersBefore + 1);
+    socket.pause(); // ... and the client stops reading
+    // 2 MiB per write (32 cells of 64 KiB) until node-a cuts the stream off: the router must stop
+    // reading from the node once the client's socket is full, or the node never sees a slow client
+    // (and the router buffers everything). Bounded, so a router that buffers fails the test.
+    const cell = 'x'.repeat(64 * 1024);
+    let writes = 0;
+    for (; writes < 100; writes++) {
+      if ((await nodeMetric('board_node_watch_slow_consumers_total')) > cutBefore) break;
+      const rows = Array.from({ length: 32 }, (_, i) => ({ id: `bp-${writes}-${i}`, title: cell }));
+      value(await rpc(a.url, 'mutate.insert', { rows }, { board: BOARD }));
+    }
+    expect(writes).toBeLessThan(100);
+    expect(await nodeMetric('board_node_watch_slow_consumers_total')).toBe(cutBefore + 1);
+    // The client reads again: the changes it was sent, then the node's error event, through the router.
+    socket.resume();
+    await eventually(() => text.includes('event: error'));
+    expect(text).toContain('"_tag":"SlowConsumer"');
+    // Once the client is gone, the node's stream is gone too.
+    socket.destroy();
+    await eventually(async () => (await nodeMetric('board_node_watchers')) === watchersBefore);
   });
 
   it('hedges reads held by a slow node: the hedge wins, the held request is cancelled, hedges stay within budget', async () => {

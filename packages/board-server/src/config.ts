@@ -89,7 +89,7 @@ export const OPTIONS = declareOptions({
     flag: '--replica-memory-mb <mb>',
     schema: z.coerce.number().int().min(1).default(1024),
     description:
-      'memory budget of all open replicas: least recently used ones are closed beyond it; each also gets max(16, budget/max-open) MB as its DuckDB memory_limit',
+      'memory budget of all open replicas: least recently used ones are closed beyond it; each also gets max(64, budget/min(max-open, 4)) MB as its DuckDB memory_limit',
   },
   replicaThreads: {
     env: 'BOARD_REPLICA_THREADS',

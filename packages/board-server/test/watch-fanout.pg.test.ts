@@ -101,7 +101,7 @@ for (const storeName of STORES) {
 
     boardTest.beforeAll(async ({ openStore, tempDir, startNode }) => {
       const env = nodeEnv(await openStore(storeName), await tempDir('board-fan-'));
-      for (const b of ['fan', 'slow']) {
+      for (const b of ['fan', 'slow', 'backlog']) {
         expect((await cli(['board', 'create', b, '--column', 'body:TEXT'], env)).code).toBe(0);
       }
       node = await startNode({
@@ -223,6 +223,53 @@ for (const storeName of STORES) {
       });
       expect(seqs(resumed.items)).toEqual(range(cutAt + 1, last));
     });
+    it('cuts off a client that stops reading during its catch-up, after every change it was sent', async () => {
+      // A backlog of 22.5 MiB (3 mutations of 7.5 MiB): more than the kernel's socket buffers take.
+      const cell = 'c'.repeat(64 * 1024);
+      const start = await head('backlog');
+      let last = start;
+      for (let m = 0; m < 3; m++) {
+        const rows = Array.from({ length: 120 }, (_, i) => ({ id: `c${m}-${i}`, body: cell }));
+        last = value<{ watermark: number }>(await insert('backlog', rows)).watermark;
+      }
+      const cutBefore = await slowConsumers();
+      const stalled = new RawWatcher(node.url, 'backlog', start);
+      await stalled.until((t) => t.includes('\r\n\r\n'));
+      stalled.socket.pause(); // never reads during the catch-up
+      // Cut off by the heartbeat that finds the catch-up still waiting for a drain (the test's own
+      // timeout bounds this; without the cut it would wait forever, holding its page).
+      while ((await slowConsumers()) === cutBefore) await new Promise((r) => setTimeout(r, 50));
+      await stalled.until((t) => t.includes('event: error'));
+      const items = stalled.items();
+      const got = seqs(items);
+      expect(got).toEqual(range(start + 1, start + got.length));
+      const cutAt = start + got.length;
+      expect(cutAt).toBeLessThan(last);
+      expect(events(items).at(-1)).toMatchObject({
+        event: 'error',
+        data: { _tag: 'SlowConsumer', message: expect.stringContaining(`after=${cutAt}`) },
+      });
+      stalled.socket.destroy();
+      // Resuming from the last seq received loses and repeats nothing (a reader that pauses for a
+      // whole heartbeat tick on a 7.5 MiB frame may be cut off again: it resumes as the client does).
+      const resumed: number[] = [];
+      while ((resumed.at(-1) ?? cutAt) < last) {
+        const from = resumed.at(-1) ?? cutAt;
+        const part = await watch(node.url, {
+          board: 'backlog',
+          after: from,
+          timeoutMs: 60_000,
+          until: (its) => seqs(its).at(-1) === last || events(its).some((e) => e.event === 'error'),
+        });
+        const got = seqs(part.items);
+        const error = events(part.items).find((e) => e.event === 'error');
+        if (error) expect(error.data).toMatchObject({ _tag: 'SlowConsumer' });
+        else expect(got.length).toBeGreaterThan(0);
+        resumed.push(...got);
+      }
+      expect(resumed).toEqual(range(cutAt + 1, last));
+    });
+
     it('gives every idle stream its heartbeats (spread over the interval) and changes still reach all', async () => {
       const at = await head('fan');
       const streams = Array.from({ length: 40 }, () => new RawWatcher(node.url, 'fan', at));

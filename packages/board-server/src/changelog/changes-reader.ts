@@ -1,4 +1,10 @@
-import type { ChangeRecord, ChangesPage, WalKind, WalPayload } from '@board/protocol';
+import {
+  CHANGES_PAGE_BYTES,
+  type ChangeRecord,
+  type ChangesPage,
+  type WalKind,
+  type WalPayload,
+} from '@board/protocol';
 import { type Kysely, sql } from 'kysely';
 import { boardError } from '../errors.js';
 import type { BoardDb } from '../store/database.js';
@@ -22,13 +28,19 @@ export async function readBoardHead(
  */
 export const COMMITTED_AT: unique symbol = Symbol('committedAt');
 
-/** Records with `after < seq <= upTo`, in order, at most `limit`. */
+/**
+ * Records with `after < seq <= upTo`, in order, at most `limit` of them and at most `maxBytes` of
+ * payload JSON text (as PostgreSQL prints it) beyond the first: the first record always comes, so a
+ * reader always progresses, and the page stops before the record that would take it past
+ * `maxBytes`. The sizes are summed in PostgreSQL, so a record past the bound never reaches the node.
+ */
 export async function readRecords(
   db: Kysely<BoardDb>,
   board: string,
   after: number,
   upTo: number,
   limit: number,
+  maxBytes: number = CHANGES_PAGE_BYTES,
 ): Promise<ChangeRecord[]> {
   const r = await sql<{
     seq: number;
@@ -37,10 +49,17 @@ export async function readRecords(
     actor: string | null;
     committed_ms: number;
   }>`
-    SELECT seq, kind, payload, actor, (extract(epoch FROM created_at) * 1000)::float8 AS committed_ms
-    FROM board_changes
-    WHERE board_id = ${board} AND seq > ${after} AND seq <= ${upTo}
-    ORDER BY seq LIMIT ${limit}`.execute(db);
+    SELECT c.seq, c.kind, c.payload, c.actor, (extract(epoch FROM c.created_at) * 1000)::float8 AS committed_ms
+    FROM (
+      SELECT seq, sum(octet_length(payload::text)) OVER (ORDER BY seq) AS upto_bytes,
+        row_number() OVER (ORDER BY seq) AS n
+      FROM board_changes
+      WHERE board_id = ${board} AND seq > ${after} AND seq <= ${upTo}
+      ORDER BY seq LIMIT ${limit}
+    ) s
+    JOIN board_changes c ON c.board_id = ${board} AND c.seq = s.seq
+    WHERE s.upto_bytes <= ${maxBytes} OR s.n = 1
+    ORDER BY c.seq`.execute(db);
   return r.rows.map((row) => ({
     seq: row.seq,
     kind: row.kind as WalKind,
@@ -51,7 +70,8 @@ export async function readRecords(
 }
 
 /**
- * `changes.read`: one page of records after `after`. The cursor is beyond retention (resync)
+ * `changes.read`: one page of records after `after` (at most `limit`, and about
+ * `CHANGES_PAGE_BYTES` beyond the first record, see {@link readRecords}). The cursor is beyond retention (resync)
  * when a record the consumer has not seen was trimmed: `after < head` and the first retained
  * record is not `after + 1`. A cursor above head was never handed out (tag `CursorAhead`).
  */

@@ -8,6 +8,13 @@ import { type DuckSettings, Replica } from './replica.js';
 
 /** Base-table rows read per page while rebuilding. */
 const REBUILD_BATCH = 50_000;
+/**
+ * Bytes of rows (their text form, as PostgreSQL prints them) per page beyond its first row: a page is
+ * one DuckDB transaction of the new replica and is held by the node while it is appended, so its
+ * size, not the board's, is what a rebuild needs in memory (a row is at most 8 MiB of text,
+ * `MAX_MUTATION_TEXT_BYTES`).
+ */
+const REBUILD_BATCH_BYTES = 4 * 1024 * 1024;
 
 /**
  * Creates a board's replica afresh at `path` from one consistent snapshot of its base table
@@ -41,12 +48,17 @@ export async function rebuildReplica(
       return await Replica.create(path, boardNo, settings, columns, m.head, async (push) => {
         let last: string | null = null;
         for (;;) {
-          const page = await sql<Row>`SELECT ${select} FROM ${sql.table(boardTable(boardNo))}
-            WHERE ${last === null ? sql`true` : sql`id > ${last}`} ORDER BY id LIMIT ${REBUILD_BATCH}`.execute(
-            tx,
-          );
-          push(page.rows);
-          if (page.rows.length < REBUILD_BATCH) break;
+          // Upper-case names cannot collide with a user column (lower-case by rule).
+          const page = await sql<Row>`SELECT ${select} FROM (
+              SELECT b.*, sum(octet_length(b::text)) OVER (ORDER BY id) AS "UptoBytes",
+                row_number() OVER (ORDER BY id) AS "N"
+              FROM ${sql.table(boardTable(boardNo))} b
+              WHERE ${last === null ? sql`true` : sql`id > ${last}`} ORDER BY id LIMIT ${REBUILD_BATCH}
+            ) b
+            WHERE "UptoBytes" <= ${REBUILD_BATCH_BYTES} OR "N" = 1
+            ORDER BY id`.execute(tx);
+          if (page.rows.length === 0) break;
+          await push(page.rows);
           last = page.rows[page.rows.length - 1]?.id as string;
         }
       });

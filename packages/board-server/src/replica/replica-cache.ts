@@ -8,6 +8,7 @@ import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { catchUpReplica } from './catch-up.js';
+import { isFatalDuckError, refineSyncError } from './duck-errors.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
 import { MemorySamples } from './memory-samples.js';
 import { encodeOutcome, noSync, type Speculation } from './outcome.js';
@@ -15,6 +16,36 @@ import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
+
+/**
+ * Smallest DuckDB `memory_limit` of a replica, in MB: eight times the text one change record may
+ * carry (`MAX_MUTATION_TEXT_BYTES`, 8 MiB), which a replica applies in one transaction and holds
+ * until it commits (README, "Budget").
+ */
+export const MIN_REPLICA_MEMORY_MB = 64;
+
+/**
+ * Replicas assumed to need their memory at the same time: each DuckDB instance's `memory_limit` is a
+ * ceiling, not an allocation, and the budget itself is enforced over the sampled use of all open
+ * replicas (LRU closes), so each may use a quarter of the budget (256 MB by default) rather than a
+ * sixteenth (64 MB: a full scan of 55 MB of 64 KiB texts ran out of it, README "Budget").
+ */
+export const HEAVY_REPLICAS = 4;
+
+/** A query failed because its replica was invalidated by a DuckDB fatal error (and was dropped). */
+class ReplicaInvalidated extends Error {
+  constructor(readonly original: unknown) {
+    super('replica invalidated');
+  }
+}
+
+/** The input of `query.execute` the cache needs. */
+interface QueryInput {
+  sql: string;
+  tables: { token: string; entity: string }[];
+  params: Cell[];
+  minWatermark?: number | undefined;
+}
 
 /** Budget of open replicas. */
 export interface ReplicaBudget {
@@ -63,9 +94,13 @@ export class ReplicaCache {
     this.heads = new HeadReader(pool);
   }
 
-  /** Memory limit given to each replica's DuckDB instance. */
+  /**
+   * Memory limit given to each replica's DuckDB instance: the budget shared by at most
+   * {@link HEAVY_REPLICAS} replicas, at least {@link MIN_REPLICA_MEMORY_MB} (README, "Budget").
+   */
   get perReplicaMemoryMb(): number {
-    return Math.max(16, Math.floor(this.budget.memoryMb / this.budget.maxOpen));
+    const share = Math.floor(this.budget.memoryMb / Math.min(this.budget.maxOpen, HEAVY_REPLICAS));
+    return Math.max(MIN_REPLICA_MEMORY_MB, share);
   }
 
   /** How each replica's DuckDB instance is sized (`DuckSettings`). */
@@ -101,15 +136,37 @@ export class ReplicaCache {
    * `query.execute`: sync the board's replica, check the floor, run the query (bounded by the
    * limits: deadline, rows, bytes). The outcome comes back encoded (see {@link EncodedJson}).
    */
-  async execute(
-    board: string,
-    input: {
-      sql: string;
-      tables: { token: string; entity: string }[];
-      params: Cell[];
-      minWatermark?: number | undefined;
-    },
-  ): Promise<EncodedJson<QueryOutcome>> {
+  async execute(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
+    try {
+      return await this.executeOnce(board, input);
+    } catch (err) {
+      if (!(err instanceof ReplicaInvalidated)) throw err;
+    }
+    // The replica was dropped with its files: this attempt rebuilds it from the store.
+    try {
+      return await this.executeOnce(board, input);
+    } catch (err) {
+      if (!(err instanceof ReplicaInvalidated)) throw err;
+      throw boardError(
+        'ReplicaUnavailable',
+        `the replica of board "${board}" failed (DuckDB fatal error) again after a rebuild; it was discarded and is rebuilt from the store on the next request`,
+      );
+    }
+  }
+
+  /**
+   * Drops `replica` (closed once its running reads end, files removed) when it is still the board's
+   * open one, after a DuckDB fatal error invalidated it: the next sync rebuilds it from the store.
+   * Under the board's lock, so its files are not removed after a rebuild put new ones in place.
+   */
+  private async dropInvalidated(board: string, replica: Replica, err: unknown): Promise<void> {
+    this.log.warn({ err, board }, 'replica invalidated by a DuckDB fatal error; discarding it');
+    await this.withLock(board, async () => {
+      if (this.open.get(board) === replica) await this.evict(board, { removeFile: true });
+    });
+  }
+
+  private async executeOnce(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
     const t0 = performance.now();
     const early = this.speculate(board, sqlText, input.params);
@@ -134,7 +191,13 @@ export class ReplicaCache {
         this.checkFloor(board, head, input.minWatermark);
         this.counters.hit++;
         this.touch(board, early.replica);
-        if ('error' in outcome) throw outcome.error;
+        if ('error' in outcome) {
+          if (isFatalDuckError(outcome.error)) {
+            await this.dropInvalidated(board, early.replica, outcome.error);
+            throw new ReplicaInvalidated(outcome.error);
+          }
+          throw outcome.error;
+        }
         // Head read and query ran at once: syncMs is the wait for the head, queryMs the query's own time.
         return await this.answer(
           board,
@@ -153,9 +216,15 @@ export class ReplicaCache {
     const t1 = performance.now();
     try {
       snapshot = await replica.query(sqlText, input.params, this.limits);
-    } finally {
+    } catch (err) {
       replica.release();
+      if (isFatalDuckError(err)) {
+        await this.dropInvalidated(board, replica, err);
+        throw new ReplicaInvalidated(err);
+      }
+      throw err;
     }
+    replica.release();
     return await this.answer(board, replica, cache, sync, snapshot, t1 - t0, performance.now() - t1);
   }
 
@@ -199,10 +268,21 @@ export class ReplicaCache {
     if (this.memory.due(board, changed)) {
       const sampled = this.withLock(board, async () => {
         if (this.open.get(board) !== replica) return;
-        this.memory.set(board, await replica.memoryBytes());
+        try {
+          this.memory.set(board, await replica.memoryBytes());
+        } catch (err) {
+          // The answer was read already; an invalidated replica is dropped for the next request.
+          if (!isFatalDuckError(err)) throw err;
+          this.log.warn({ err, board }, 'replica invalidated by a DuckDB fatal error; discarding it');
+          await this.evict(board, { removeFile: true });
+          return;
+        }
         this.enforceBudget(board);
       });
-      if (changed) await sampled;
+      if (changed)
+        await sampled.catch((err: unknown) =>
+          this.log.warn({ err, board }, 'sampling replica memory failed'),
+        );
       else
         void sampled.catch((err: unknown) => this.log.warn({ err, board }, 'sampling replica memory failed'));
     }
@@ -306,7 +386,11 @@ export class ReplicaCache {
     }
     if (!replica) {
       this.log.info({ board }, 'rebuilding replica from the base table');
-      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.duckSettings);
+      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.duckSettings).catch((err) => {
+        const refined = refineSyncError(err, board, this.perReplicaMemoryMb);
+        if (refined !== err) this.log.warn({ err, board }, 'rebuilding the replica failed');
+        throw refined;
+      });
       cache = 'rebuild';
       sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
       this.counters.rebuild++;

@@ -129,8 +129,12 @@ export class Replica {
   }
 
   /**
-   * Creates the replica afresh from a snapshot of the base table. `load` yields batches of rows
-   * (`updated_at` and TIMESTAMP columns as epoch micros) of one consistent snapshot at `watermark`.
+   * Creates the replica afresh from a snapshot of the base table. `load` pushes batches of rows
+   * (`updated_at` and TIMESTAMP columns as epoch micros) of one consistent snapshot at `watermark`;
+   * each batch is appended and committed in a DuckDB transaction of its own, so that the memory a
+   * rebuild needs is one batch's, not the board's (DuckDB holds the strings a transaction writes
+   * until it commits). The watermark row goes into `replica_meta` last: a file left by a rebuild that
+   * failed or was killed half-way has none, and {@link open} refuses (and removes) it.
    */
   static async create(
     path: string,
@@ -138,7 +142,7 @@ export class Replica {
     settings: DuckSettings,
     columns: ColumnDef[],
     watermark: number,
-    load: (push: (rows: Row[]) => void) => Promise<void>,
+    load: (push: (rows: Row[]) => Promise<void>) => Promise<void>,
   ): Promise<Replica> {
     await removeReplicaFiles(path);
     const instance = await DuckDBInstance.create(path, instanceOptions(settings));
@@ -146,17 +150,27 @@ export class Replica {
       const conn = await instance.connect();
       const replica = new Replica(path, boardNo, instance, conn, watermark, columns);
       await replica.readThreads();
-      await conn.run('BEGIN TRANSACTION');
       await conn.run(`CREATE TABLE ${META_TABLE} (watermark BIGINT, board_no BIGINT, columns VARCHAR)`);
       await conn.run(`CREATE TABLE ${REPLICA_TABLE} (${replica.columnDdl().join(', ')})`);
-      const appender = await conn.createAppender(REPLICA_TABLE);
-      await load((rows) => {
-        for (const row of rows) appendRow(appender, columns, row, Number(row.updated_at));
-      });
-      appender.closeSync();
       // Point lookups by id use this (non-unique: a delete and re-insert of one id in a single
-      // applied batch must not trip a constraint; uniqueness is Postgres's job).
+      // applied batch must not trip a constraint; uniqueness is Postgres's job). Created before the
+      // rows, as a replica that catches up has it: built after them, DuckDB's checkpoint ran out of
+      // a 64 MB limit on 50 MB of 64 KiB texts (and had no trouble with 80 MB this way).
       await conn.run(`CREATE INDEX ${REPLICA_TABLE}_id ON ${REPLICA_TABLE} (id)`);
+      await load(async (rows) => {
+        await conn.run('BEGIN TRANSACTION');
+        const appender = await conn.createAppender(REPLICA_TABLE);
+        try {
+          for (const row of rows) appendRow(appender, columns, row, Number(row.updated_at));
+          appender.closeSync();
+          await conn.run('COMMIT');
+        } catch (err) {
+          closeQuietly(appender);
+          await conn.run('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      });
+      await conn.run('BEGIN TRANSACTION');
       await replica.writeMeta(watermark, columns);
       await conn.run('COMMIT');
       await conn.run('CHECKPOINT');
@@ -242,11 +256,7 @@ export class Replica {
       this.watermark = watermark;
       this.columns = columns;
     } catch (err) {
-      try {
-        appender?.closeSync();
-      } catch {
-        // the appender may already be invalid; the rollback below discards its rows anyway
-      }
+      if (appender) closeQuietly(appender);
       await conn.run('ROLLBACK').catch(() => undefined);
       throw err;
     }
@@ -370,6 +380,15 @@ export class Replica {
     stmt.bind(values);
     await stmt.run();
     stmt.destroySync();
+  }
+}
+
+/** Closes an appender whose rows a rollback discards anyway (it may already be invalid). */
+function closeQuietly(appender: DuckDBAppender): void {
+  try {
+    appender.closeSync();
+  } catch {
+    // invalid after a failed append or flush: nothing to keep
   }
 }
 

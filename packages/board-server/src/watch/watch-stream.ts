@@ -21,8 +21,11 @@ type State = 'opening' | 'catching-up' | 'live' | 'closed';
  *   opening ──after omitted──▶ cursor = head (read now) ─────────────┐
  *   opening ──after given────▶ cursor = after ─▶ catching-up          │
  *                                                  │                  │
- *   catching-up: pages after cursor read from the store, encoded and written for this stream only
- *     (past the buffer limit it waits for the socket to drain; it holds back no one else)
+ *   catching-up: pages after cursor read from the store (at most 1000 records and about 4 MiB,
+ *     `CHANGES_PAGE_BYTES`), encoded and written for this stream only; before each record, past the
+ *     buffer limit it waits for the socket to drain (it holds back no one else)
+ *     └─ still waiting, with no fewer bytes queued than at the previous heartbeat tick (the client
+ *        read nothing for a whole heartbeat interval) ──▶ `error {_tag: 'SlowConsumer'}` ──▶ closed
  *     ├─ `change` each record, cursor = its seq
  *     ├─ cursor beyond retention ──▶ `resync {from}`, cursor = from
  *     └─ a page reached head, and cursor >= the board feed's cursor ◀─┘ ──▶ live
@@ -41,6 +44,11 @@ export class WatchStream {
   #state: State = 'opening';
   #expiry: LongTimer | undefined;
   readonly #openedAt: number;
+  /**
+   * While the catch-up waits for the socket to drain: the bytes queued at the last heartbeat tick
+   * (-1 before the first); undefined when not waiting.
+   */
+  #queuedAtTick: number | undefined;
 
   constructor(
     private readonly sink: WatchSink,
@@ -85,13 +93,16 @@ export class WatchStream {
           continue;
         }
         for (const rec of page.records as ChangeRecord[]) {
+          // Checked before every record, as a live stream is: what is queued stays within the
+          // buffer limit plus one record, whatever the page holds.
+          if (!(await this.#roomToWrite())) return;
           this.sink.write(sseFrame('change', rec, rec.seq));
           this.cursor = rec.seq;
           const committed = (rec as { [COMMITTED_AT]?: number })[COMMITTED_AT];
           if (committed !== undefined && committed >= this.#openedAt) this.settings.onLag?.(committed, 1);
         }
         caughtUp = !page.more;
-        if (this.sink.buffered > this.settings.bufferBytes) await this.sink.drained();
+        if (!(await this.#roomToWrite())) return;
       }
     } catch (err) {
       this.fail(err);
@@ -113,9 +124,22 @@ export class WatchStream {
     return true;
   }
 
-  /** The hub's heartbeat: `: hb`, unless the stream is already full (a live one is then cut off). */
+  /**
+   * The hub's heartbeat: `: hb`, unless the stream is already full (a live one is then cut off; a
+   * catching-up one when its catch-up waits for a drain and nothing was read since the previous
+   * tick).
+   */
   heartbeat(): void {
     if (this.#state === 'closed') return;
+    if (this.#queuedAtTick !== undefined) {
+      // A catch-up waiting for a drain: cut off when the client read nothing since the last tick.
+      const queued = this.sink.buffered;
+      if (this.#queuedAtTick >= 0 && queued >= this.#queuedAtTick) {
+        this.#cut();
+        return;
+      }
+      this.#queuedAtTick = queued;
+    }
     if (this.sink.buffered > this.settings.bufferBytes) {
       if (this.#state === 'live') this.#cut();
       return;
@@ -137,6 +161,22 @@ export class WatchStream {
     this.#closed();
     this.sink.write(sseFrame('error', { _tag: tag, message }));
     this.sink.end(END_GRACE_MS);
+  }
+
+  /**
+   * Waits, while more than the buffer limit is queued, for the socket to drain; false once the
+   * stream is no longer catching up (cut off by the heartbeat, or closed).
+   */
+  async #roomToWrite(): Promise<boolean> {
+    while (this.#state === 'catching-up' && this.sink.buffered > this.settings.bufferBytes) {
+      this.#queuedAtTick = -1;
+      try {
+        await this.sink.drained();
+      } finally {
+        this.#queuedAtTick = undefined;
+      }
+    }
+    return this.#state === 'catching-up';
   }
 
   #cut(): void {
