@@ -89,6 +89,10 @@ export class Replica {
         return self.schemaVersion;
       },
       kindOf: (name) => keyKind(self.columns, name),
+      // A call DuckDB does not interrupt outlives its request's deadline: the replica stays in use
+      // (not closed, evicted or rebuilt under it) until the call returns.
+      acquire: () => self.acquire(),
+      release: () => self.release(),
     });
   }
 
