@@ -10,6 +10,9 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { NodePool, type UpstreamNode } from './nodes.js';
 import { responseHeaders, routeRpc } from './route.js';
 
+/** How long a client's ended `/watch` stream may take to read what is still queued for it (as a node's). */
+const WATCH_END_GRACE_MS = 30_000;
+
 /** Largest request body the router buffers (bodies are kept for failover and hedging). */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** How long the rest of a refused body is read and dropped before the connection is cut. */
@@ -179,14 +182,21 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
             if (!res.write(c)) ures.pause();
           });
           res.on('drain', () => ures.resume());
-          ures.on('end', () => res.end());
-          // The node's side broke off (node gone, or a cut-off client that did not read its rest
-          // within the node's grace): end the client's side too, whatever is still queued for it.
-          ures.on('aborted', () => res.destroy());
-          ures.on('error', () => res.destroy());
-          ures.on('close', () => {
-            if (!res.writableEnded) res.destroy();
-          });
+          // The node's side ended or broke off (node gone, or a cut-off client that did not read
+          // its rest within the node's grace): the client's stream ends after what is queued for
+          // it, and is destroyed if the client does not read that within the same grace.
+          const endClient = () => {
+            if (res.writableEnded) return;
+            res.end();
+            if (res.writableLength === 0) return;
+            const timer = setTimeout(() => res.destroy(), WATCH_END_GRACE_MS);
+            timer.unref();
+            res.once('close', () => clearTimeout(timer));
+          };
+          ures.on('end', endClient);
+          ures.on('aborted', endClient);
+          ures.on('error', endClient);
+          ures.on('close', endClient);
         },
       );
       current = up;
