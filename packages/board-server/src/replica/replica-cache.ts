@@ -7,6 +7,7 @@ import type { EncodedJson } from '../encoded-json.js';
 import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
+import { type ReplicaBudget, replicaMemoryMb } from './budget.js';
 import { catchUpReplica } from './catch-up.js';
 import { isFatalDuckError, refineSyncError } from './duck-errors.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
@@ -17,20 +18,7 @@ import { failedAt } from './read-connection.js';
 import { rebuildReplica } from './rebuild.js';
 import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
 
-/**
- * Smallest DuckDB `memory_limit` of a replica, in MB: eight times the text one change record may
- * carry (`MAX_MUTATION_TEXT_BYTES`, 8 MiB), which a replica applies in one transaction and holds
- * until it commits (README, "Budget").
- */
-export const MIN_REPLICA_MEMORY_MB = 64;
-
-/**
- * Replicas assumed to need their memory at the same time: each DuckDB instance's `memory_limit` is a
- * ceiling, not an allocation, and the budget itself is enforced over the sampled use of all open
- * replicas (LRU closes), so each may use a quarter of the budget (256 MB by default) rather than a
- * sixteenth (64 MB: a full scan of 55 MB of 64 KiB texts ran out of it, README "Budget").
- */
-export const HEAVY_REPLICAS = 4;
+export type { ReplicaBudget } from './budget.js';
 
 /** A query failed because its replica was invalidated by a DuckDB fatal error (and was dropped). */
 class ReplicaInvalidated extends Error {
@@ -45,14 +33,6 @@ interface QueryInput {
   tables: { token: string; entity: string }[];
   params: Cell[];
   minWatermark?: number | undefined;
-}
-
-/** Budget of open replicas. */
-export interface ReplicaBudget {
-  maxOpen: number;
-  memoryMb: number;
-  /** DuckDB threads of each replica (see `DuckSettings`). */
-  threads: number;
 }
 
 /**
@@ -94,13 +74,9 @@ export class ReplicaCache {
     this.heads = new HeadReader(pool);
   }
 
-  /**
-   * Memory limit given to each replica's DuckDB instance: the budget shared by at most
-   * {@link HEAVY_REPLICAS} replicas, at least {@link MIN_REPLICA_MEMORY_MB} (README, "Budget").
-   */
+  /** Memory limit given to each replica's DuckDB instance ({@link replicaMemoryMb}). */
   get perReplicaMemoryMb(): number {
-    const share = Math.floor(this.budget.memoryMb / Math.min(this.budget.maxOpen, HEAVY_REPLICAS));
-    return Math.max(MIN_REPLICA_MEMORY_MB, share);
+    return replicaMemoryMb(this.budget);
   }
 
   /** How each replica's DuckDB instance is sized (`DuckSettings`). */
@@ -137,33 +113,35 @@ export class ReplicaCache {
    * limits: deadline, rows, bytes). The outcome comes back encoded (see {@link EncodedJson}).
    */
   async execute(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
-    try {
-      return await this.executeOnce(board, input);
-    } catch (err) {
-      if (!(err instanceof ReplicaInvalidated)) throw err;
-    }
-    // The replica was dropped with its files: this attempt rebuilds it from the store.
-    try {
-      return await this.executeOnce(board, input);
-    } catch (err) {
-      if (!(err instanceof ReplicaInvalidated)) throw err;
-      throw boardError(
-        'ReplicaUnavailable',
-        `the replica of board "${board}" failed (DuckDB fatal error) again after a rebuild; it was discarded and is rebuilt from the store on the next request`,
-      );
+    // A replica a DuckDB fatal error invalidated is dropped with its files: the second attempt
+    // rebuilds it from the store.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.executeOnce(board, input);
+      } catch (err) {
+        if (!(err instanceof ReplicaInvalidated)) throw err;
+        if (attempt === 2)
+          throw boardError(
+            'ReplicaUnavailable',
+            `the replica of board "${board}" failed (DuckDB fatal error) again after a rebuild; it was discarded and is rebuilt from the store on the next request`,
+          );
+      }
     }
   }
 
   /**
-   * Drops `replica` (closed once its running reads end, files removed) when it is still the board's
-   * open one, after a DuckDB fatal error invalidated it: the next sync rebuilds it from the store.
+   * A query's failure as the request sees it. After a DuckDB fatal error `replica` is dropped
+   * (closed once its running reads end, files removed) when it is still the board's open one, so
+   * the next sync rebuilds it from the store, and the failure becomes {@link ReplicaInvalidated}.
    * Under the board's lock, so its files are not removed after a rebuild put new ones in place.
    */
-  private async dropInvalidated(board: string, replica: Replica, err: unknown): Promise<void> {
+  private async failed(board: string, replica: Replica, err: unknown): Promise<never> {
+    if (!isFatalDuckError(err)) throw err;
     this.log.warn({ err, board }, 'replica invalidated by a DuckDB fatal error; discarding it');
     await this.withLock(board, async () => {
       if (this.open.get(board) === replica) await this.evict(board, { removeFile: true });
     });
+    throw new ReplicaInvalidated(err);
   }
 
   private async executeOnce(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
@@ -191,13 +169,7 @@ export class ReplicaCache {
         this.checkFloor(board, head, input.minWatermark);
         this.counters.hit++;
         this.touch(board, early.replica);
-        if ('error' in outcome) {
-          if (isFatalDuckError(outcome.error)) {
-            await this.dropInvalidated(board, early.replica, outcome.error);
-            throw new ReplicaInvalidated(outcome.error);
-          }
-          throw outcome.error;
-        }
+        if ('error' in outcome) return await this.failed(board, early.replica, outcome.error);
         // Head read and query ran at once: syncMs is the wait for the head, queryMs the query's own time.
         return await this.answer(
           board,
@@ -218,11 +190,7 @@ export class ReplicaCache {
       snapshot = await replica.query(sqlText, input.params, this.limits);
     } catch (err) {
       replica.release();
-      if (isFatalDuckError(err)) {
-        await this.dropInvalidated(board, replica, err);
-        throw new ReplicaInvalidated(err);
-      }
-      throw err;
+      return await this.failed(board, replica, err);
     }
     replica.release();
     return await this.answer(board, replica, cache, sync, snapshot, t1 - t0, performance.now() - t1);
