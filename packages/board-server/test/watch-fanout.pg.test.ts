@@ -223,6 +223,22 @@ for (const storeName of STORES) {
       });
       expect(seqs(resumed.items)).toEqual(range(cutAt + 1, last));
     });
+    it('gives every idle stream its heartbeats (spread over the interval) and changes still reach all', async () => {
+      const at = await head('fan');
+      const streams = Array.from({ length: 40 }, () => new RawWatcher(node.url, 'fan', at));
+      try {
+        const beats = (w: RawWatcher) => w.items().filter((i) => 'comment' in i).length;
+        // Three heartbeat rounds for every stream, then one change for all of them.
+        await Promise.all(streams.map((w) => w.until(() => beats(w) >= 3)));
+        const { watermark } = value<{ watermark: number }>(await insert('fan', [{ id: 'hb-1', body: 'x' }]));
+        await Promise.all(streams.map((w) => w.until(() => seqs(w.items()).includes(watermark))));
+        for (const w of streams) expect(seqs(w.items())).toEqual([watermark]);
+      } finally {
+        for (const w of streams) w.socket.destroy();
+      }
+    });
+    // Last in the block: the node ends this test's streams, and a later fetch must not reuse one
+    // of their pooled keep-alive connections (undici: 'other side closed').
     it('cuts off a client that stops reading during its catch-up, after every change it was sent', async () => {
       // A backlog of 22.5 MiB (3 mutations of 7.5 MiB): more than the kernel's socket buffers take.
       const cell = 'c'.repeat(64 * 1024);
@@ -268,21 +284,6 @@ for (const storeName of STORES) {
         resumed.push(...got);
       }
       expect(resumed).toEqual(range(cutAt + 1, last));
-    });
-
-    it('gives every idle stream its heartbeats (spread over the interval) and changes still reach all', async () => {
-      const at = await head('fan');
-      const streams = Array.from({ length: 40 }, () => new RawWatcher(node.url, 'fan', at));
-      try {
-        const beats = (w: RawWatcher) => w.items().filter((i) => 'comment' in i).length;
-        // Three heartbeat rounds for every stream, then one change for all of them.
-        await Promise.all(streams.map((w) => w.until(() => beats(w) >= 3)));
-        const { watermark } = value<{ watermark: number }>(await insert('fan', [{ id: 'hb-1', body: 'x' }]));
-        await Promise.all(streams.map((w) => w.until(() => seqs(w.items()).includes(watermark))));
-        for (const w of streams) expect(seqs(w.items())).toEqual([watermark]);
-      } finally {
-        for (const w of streams) w.socket.destroy();
-      }
     });
   });
 }
