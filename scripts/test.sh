@@ -32,6 +32,9 @@ npx --no-install vitest run --reporter=default --reporter=json --outputFile.json
 # One plain closing line, whatever the runner printed above it.
 node -e '
   const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+  // A file whose setup failed (beforeAll, import) has no failed test of its own: it counts too.
+  const broken = r.testResults.filter((f) => f.status === "failed" && !f.assertionResults.some((a) => a.status === "failed")).length;
+  const failed = r.numFailedTests + broken;
+  console.log(`tests: ${r.numPassedTests} passed, ${failed} failed, ${r.numPendingTests + r.numTodoTests} skipped` + (broken ? ` (${broken} file(s) failed before their tests ran)` : ""));
 ' "$report" 2>/dev/null || true
 exit "$status"

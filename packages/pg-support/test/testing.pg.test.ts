@@ -19,6 +19,25 @@ describe('@support/pg/testing', () => {
     expect(await query(url, 'SELECT n FROM t')).toEqual([{ n: 1 }]);
   });
 
+  pgTest(
+    'TestPostgres: a start that fails says why, with the end of the server log',
+    async ({ testPostgres }) => {
+      await testPostgres.halt('fast');
+      const squatter = createServer();
+      await new Promise<void>((resolve, reject) => {
+        squatter.once('error', reject);
+        squatter.listen(testPostgres.port, '127.0.0.1', resolve);
+      });
+      try {
+        await expect(testPostgres.resume()).rejects.toThrow(/server log \(end\):[\s\S]*could not bind/);
+      } finally {
+        await new Promise((r) => squatter.close(r));
+      }
+      await testPostgres.resume();
+      expect(await query(testPostgres.url(), 'SELECT 1 AS n')).toEqual([{ n: 1 }]);
+    },
+  );
+
   it('freePort: a loopback port a server can listen on', async () => {
     const port = await freePort();
     const server = createServer();

@@ -1,6 +1,6 @@
 import { execFile as execFileCb } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { chown, rm, writeFile } from 'node:fs/promises';
+import { chown, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { tempDir } from './data-dir.js';
@@ -9,6 +9,10 @@ import { freePort } from './free-port.js';
 const execFile = promisify(execFileCb);
 const BASE = '/usr/lib/postgresql';
 const PASSWORD = 'test';
+/** Fresh ports tried when the one picked was taken before the server bound it. */
+const PORT_ATTEMPTS = 3;
+/** How long `pg_ctl` waits for the server to accept connections (its default, 60 s, is short on a loaded machine). */
+const START_TIMEOUT_S = 180;
 
 /**
  * A PostgreSQL server for tests (the "server" store, reached through `DATABASE_URL`): Debian's
@@ -26,13 +30,22 @@ const PASSWORD = 'test';
 export class TestPostgres {
   #running = true;
 
+  #port: number;
+
   private constructor(
     /** The directory holding the cluster (`data/`), its log and its socket. */
     readonly dir: string,
-    readonly port: number,
+    port: number,
     private readonly bin: string,
     private readonly settings: Record<string, string>,
-  ) {}
+  ) {
+    this.#port = port;
+  }
+
+  /** The loopback port the server listens on (kept across `halt()`/`resume()`). */
+  get port(): number {
+    return this.#port;
+  }
 
   /** Whether the server binaries are installed (Debian package `postgresql-15`). */
   static available(): boolean {
@@ -67,8 +80,28 @@ export class TestPostgres {
       '-E',
       'UTF8',
     ]);
-    await pg.resume();
-    return pg;
+    // The port was free when picked, but any socket (an outgoing connection's local port too) can
+    // take it before the server binds it: then the server starts again on another one.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await pg.resume();
+        return pg;
+      } catch (err) {
+        if (attempt >= PORT_ATTEMPTS || !(await pg.#lostPort())) throw err;
+        pg.#port = await freePort();
+      }
+    }
+  }
+
+  /** Whether the last start failed because the port was in use. */
+  async #lostPort(): Promise<boolean> {
+    return /could not bind|Address already in use/i.test(await this.#log());
+  }
+
+  /** The end of the server's log (what `pg_ctl` means by "Examine the log output"). */
+  async #log(): Promise<string> {
+    const text = await readFile(join(this.dir, 'log'), 'utf8').catch(() => '');
+    return text.split('\n').slice(-20).join('\n');
   }
 
   get #data(): string {
@@ -110,7 +143,12 @@ export class TestPostgres {
     const options = [`-p ${this.port}`, '-c listen_addresses=127.0.0.1', `-k ${this.dir}`];
     for (const [name, value] of Object.entries(this.settings)) options.push(`-c ${name}=${value}`);
     const log = join(this.dir, 'log');
-    await this.#exec('pg_ctl', ['start', '-D', this.#data, '-w', '-l', log, '-o', options.join(' ')]);
+    const args = ['start', '-D', this.#data, '-w', '-t', String(START_TIMEOUT_S), '-l', log];
+    try {
+      await this.#exec('pg_ctl', [...args, '-o', options.join(' ')]);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nserver log (end):\n${await this.#log()}`);
+    }
     this.#running = true;
   }
 
