@@ -170,6 +170,9 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
           metrics.requests.inc({ procedure: 'watch', outcome: 'answered' });
           res.writeHead(ures.statusCode ?? 502, {
             ...responseHeaders(ures.headers),
+            // A stream's connection is not pooled by the client (the node says why), an error
+            // answer's may be.
+            ...(ures.headers.connection === 'close' ? { connection: 'close' } : {}),
             [HEADERS.servedBy]: node.id,
             [HEADERS.hedged]: 'false',
           });

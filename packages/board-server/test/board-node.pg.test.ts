@@ -465,6 +465,8 @@ for (const storeName of STORES) {
       const res = await got;
       expect(res.status).toBe(200);
       expect(res.contentType).toContain('text/event-stream');
+      // The connection is the stream's: no client pools it for a later request.
+      expect(res.connection).toBe('close');
       const ev = events(res.items);
       expect(ev[0]).toMatchObject({ event: 'change', data: { seq: start }, id: String(start) });
       expect(ev[1]).toMatchObject({

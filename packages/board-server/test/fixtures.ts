@@ -181,7 +181,14 @@ export async function watch(
     until?: (items: SseItem[]) => boolean;
     onItem?: (item: SseItem, at: number) => void;
   },
-): Promise<{ status: number; items: SseItem[]; ended: boolean; contentType: string | null; text?: string }> {
+): Promise<{
+  status: number;
+  items: SseItem[];
+  ended: boolean;
+  contentType: string | null;
+  connection?: string | null;
+  text?: string;
+}> {
   const headers: Record<string, string> = {};
   if (options.board !== undefined) headers['x-data-board'] = options.board;
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
@@ -222,17 +229,21 @@ export async function watch(
           options.onItem?.(item, performance.now());
           if (options.until?.(items)) {
             ctl.abort();
-            return { status: 200, items, ended, contentType: res.headers.get('content-type') };
+            return { status: 200, items, ended, ...streamHeaders(res.headers) };
           }
         }
       }
     } catch (err) {
       if (!ctl.signal.aborted) throw err;
     }
-    return { status: 200, items, ended, contentType: res.headers.get('content-type') };
+    return { status: 200, items, ended, ...streamHeaders(res.headers) };
   } finally {
     clearTimeout(timer);
   }
+}
+
+function streamHeaders(h: Headers): { contentType: string | null; connection: string | null } {
+  return { contentType: h.get('content-type'), connection: h.get('connection') };
 }
 
 function parseSse(block: string): SseItem | undefined {

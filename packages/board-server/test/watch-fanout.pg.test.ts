@@ -237,8 +237,6 @@ for (const storeName of STORES) {
         for (const w of streams) w.socket.destroy();
       }
     });
-    // Last in the block: the node ends this test's streams, and a later fetch must not reuse one
-    // of their pooled keep-alive connections (undici: 'other side closed').
     it('cuts off a client that stops reading during its catch-up, after every change it was sent', async () => {
       // A backlog of 22.5 MiB (3 mutations of 7.5 MiB): more than the kernel's socket buffers take.
       const cell = 'c'.repeat(64 * 1024);

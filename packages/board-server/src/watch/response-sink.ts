@@ -34,7 +34,10 @@ export class ResponseSink implements WatchSink {
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
-      connection: 'keep-alive',
+      // A stream ends when the node cuts it off, possibly after a long drain: a client that put the
+      // connection back in its keep-alive pool would send its next request on a socket the node's
+      // keep-alive timer is about to close ('other side closed'). The connection is the stream's.
+      connection: 'close',
     });
     res.flushHeaders();
     // `chunkedEncoding` is set by Node when the head is stored: the body is chunked.
