@@ -48,6 +48,7 @@ describe('OrchError and errorFromBody', () => {
   test('an answer that is not the envelope still becomes an OrchError, by status', () => {
     expect(errorFromBody(502, 'Bad Gateway')).toMatchObject({ code: 'internal', status: 502 });
     expect(errorFromBody(503, undefined)).toMatchObject({ code: 'unavailable', status: 503 });
+    expect(errorFromBody(429, 'Too Many Requests')).toMatchObject({ code: 'unavailable', status: 429 });
     expect(errorFromBody(404, '<html>')).toMatchObject({ code: 'route_not_found', status: 404 });
     expect(errorFromBody(400, { error: { code: 'nope', message: 'x' } })).toMatchObject({
       code: 'invalid_argument',
@@ -64,6 +65,13 @@ describe('OrchError and errorFromBody', () => {
     });
     expect(OrchError.notFound('host', 'h1')).toMatchObject({ status: 404, details: { id: 'h1' } });
     expect(new OrchError('internal', 'x').toBody().error).not.toHaveProperty('details');
+  });
+
+  test('rateLimited: 429 unavailable with whole seconds (at least 1) in details and Retry-After', () => {
+    const e = OrchError.rateLimited('too many', 41.2);
+    expect(e).toMatchObject({ code: 'unavailable', status: 429, headers: { 'Retry-After': '42' } });
+    expect(e.toBody().error.details).toEqual({ reason: 'rate_limited', retry_after_seconds: 42 });
+    expect(OrchError.rateLimited('too many', 0).headers['Retry-After']).toBe('1');
   });
 
   test('issue details are capped: the first 20 and a count, however many issues there are', () => {

@@ -104,6 +104,27 @@ export class OrchError extends Error {
     return new OrchError('unavailable', message, { reason: 'disk_full', ...details });
   }
 
+  /**
+   * Too many attempts (failed logins): `429 unavailable` with `details.reason = "rate_limited"`,
+   * `details.retry_after_seconds` and a `Retry-After` header saying when to try again. The spec's
+   * code table has no rate-limit code; `unavailable` says "not now, try later", and the status
+   * tells it apart from an outage (503).
+   *
+   * @example
+   * throw OrchError.rateLimited('too many failed logins from your address', 42);
+   * // 429 { code: 'unavailable', details: { reason: 'rate_limited', retry_after_seconds: 42 } }, Retry-After: 42
+   */
+  static rateLimited(message: string, retryAfterSeconds: number): OrchError {
+    const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+    return new OrchError(
+      'unavailable',
+      message,
+      { reason: 'rate_limited', retry_after_seconds: seconds },
+      429,
+      { 'Retry-After': String(seconds) },
+    );
+  }
+
   /** A host tool (QEMU) is not installed: `unavailable` with `details.reason = "missing_tool"`. */
   static missingTool(tool: string, hint: string): OrchError {
     return new OrchError('unavailable', `${tool} is not installed on this host: ${hint}`, {
@@ -116,7 +137,7 @@ export class OrchError extends Error {
 /**
  * The typed error of an error answer: `body` (parsed JSON, or undefined) is checked with
  * {@link ErrorBody}; an answer that is not the envelope becomes `internal` (5xx), `unavailable`
- * (503) or `invalid_argument` (other statuses) with a message naming the status, so a caller
+ * (503, 429) or `invalid_argument` (other statuses) with a message naming the status, so a caller
  * always gets an {@link OrchError}. The one place each client maps answers back to errors.
  *
  * @example
@@ -130,7 +151,7 @@ export function errorFromBody(status: number, body: unknown): OrchError {
     return new OrchError(code, message, details, status);
   }
   const code: ErrorCode =
-    status === 503
+    status === 503 || status === 429
       ? 'unavailable'
       : status >= 500
         ? 'internal'

@@ -20,6 +20,9 @@ describe('orchd configuration', () => {
       reconcileIntervalSec: 5,
       agentTimeoutSec: 30,
       createTimeoutSec: 300,
+      loginMaxFailures: 10,
+      loginMaxFailuresAll: 100,
+      loginWindowSec: 60,
     });
   });
 
@@ -82,6 +85,14 @@ describe('orchd configuration', () => {
     [
       { ORCH_ALLOWED_CIDRS: '10.0.0.0/8,example.com' },
       'ORCH_ALLOWED_CIDRS (--allowed-cidrs): entry "example.com" is not a CIDR like 10.0.0.0/8',
+    ],
+    [
+      { ORCH_LOGIN_MAX_FAILURES: '-1' },
+      expect.stringMatching(/^ORCH_LOGIN_MAX_FAILURES \(--login-max-failures\): /),
+    ],
+    [
+      { ORCH_LOGIN_WINDOW_SEC: '0' },
+      expect.stringMatching(/^ORCH_LOGIN_WINDOW_SEC \(--login-window-sec\): /),
     ],
     [
       { ORCH_CREATE_TIMEOUT_SEC: '1' },

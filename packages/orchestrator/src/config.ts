@@ -124,6 +124,26 @@ export const OPTIONS = declareOptions({
       }),
     description: 'comma-separated client CIDRs allowed to connect; empty: all',
   },
+  loginMaxFailures: {
+    env: 'ORCH_LOGIN_MAX_FAILURES',
+    flag: '--login-max-failures <n>',
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(10),
+    description:
+      'failed logins per client address per login window before it gets 429; 0: no per-address limit',
+  },
+  loginMaxFailuresAll: {
+    env: 'ORCH_LOGIN_MAX_FAILURES_ALL',
+    flag: '--login-max-failures-all <n>',
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(100),
+    description:
+      'failed logins from all addresses together per login window (token bucket); 0: no global limit',
+  },
+  loginWindowSec: {
+    env: 'ORCH_LOGIN_WINDOW_SEC',
+    flag: '--login-window-sec <s>',
+    schema: secondsSchema(60, { max: 24 * 3600 }),
+    description: 'seconds of the failed-login window (the per-address lockout and the global refill)',
+  },
   hostHealthIntervalSec: {
     env: 'ORCH_HOST_HEALTH_INTERVAL_SEC',
     envAliases: ['ORCH_HOST_HEALTH_INTERVAL'],

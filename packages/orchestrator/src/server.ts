@@ -27,7 +27,9 @@ import { metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
 import { travelRoutes } from './api/routes/travel.js';
 import { Authenticator } from './auth/authenticator.js';
+import { BrowserSessions } from './auth/browser-sessions.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
+import { LoginThrottle } from './auth/login-throttle.js';
 import { SessionSigner } from './auth/session-cookie.js';
 import { BuildService } from './builds/build-service.js';
 import { layerSecretKey } from './builds/layer-key.js';
@@ -54,6 +56,7 @@ import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
 import { HostsRepo } from './store/hosts-repo.js';
 import { MovesRepo } from './store/moves-repo.js';
+import { RevokedSessionsRepo } from './store/revoked-sessions-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
 
 const KEY_CHECK_SETTING = 'token_encryption_key_check';
@@ -100,8 +103,15 @@ export class Orchestrator implements Service, Startable {
     await checkEncryptionKey(this.store, box);
 
     const apiKeys = this.store.keyStore ? new ApiKeysRepo(this.store.db) : undefined;
-    const sessions = config.authToken ? new SessionSigner(config.authToken) : undefined;
+    const sessions = config.authToken
+      ? new BrowserSessions(new SessionSigner(config.authToken), new RevokedSessionsRepo(this.store.db))
+      : undefined;
     const auth = new Authenticator(config.authToken, apiKeys, sessions);
+    const loginThrottle = new LoginThrottle({
+      maxFailures: config.loginMaxFailures,
+      maxGlobalFailures: config.loginMaxFailuresAll,
+      windowMs: config.loginWindowSec * 1000,
+    });
     const hostsRepo = new HostsRepo(this.store.db);
     const envRepo = new EnvironmentsRepo(this.store.db);
     const hosts = new HostService(hostsRepo, box, config.microvmAgentToken, logger, envRepo);
@@ -151,7 +161,7 @@ export class Orchestrator implements Service, Startable {
     this.consoles = consoles;
 
     const routes: AnyRoute[] = [
-      ...sessionRoutes(auth, sessions, config.secureCookies),
+      ...sessionRoutes(auth, sessions, loginThrottle, config.secureCookies),
       ...hostRoutes(hosts, moves),
       ...apiKeyRoutes(apiKeys),
       ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents)),

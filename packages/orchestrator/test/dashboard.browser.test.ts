@@ -318,13 +318,17 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     expect((await orchd.request('GET', '/v1/hosts/h1', { token: MASTER })).status).toBe(404);
   });
 
-  test('logging out sends the browser back to the login page', async () => {
+  test('logging out sends the browser back to the login page, and a copy of its cookie is refused', async () => {
     await page.goto(`${orchd.url}/#/environments`);
+    const copied = (await page.context().cookies()).find((c) => c.name === 'orch_session')!;
+    const cookie = `orch_session=${copied.value}`;
+    expect((await orchd.request('GET', '/v1/hosts', { cookie })).status).toBe(200);
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.waitForURL(`${orchd.url}/login`);
     await page.goto(orchd.url);
     await page.waitForURL(`${orchd.url}/login`);
     await shot('07-logged-out');
+    expect((await orchd.request('GET', '/v1/hosts', { cookie })).status).toBe(401);
   });
 });
 

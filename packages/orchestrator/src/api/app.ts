@@ -1,4 +1,3 @@
-import { getConnInfo } from '@hono/node-server/conninfo';
 import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
 import { type HttpMetrics, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
@@ -10,6 +9,7 @@ import type { z } from 'zod';
 import { type Authenticator, type Principal, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
 import { crossSiteRefusal } from '../auth/same-origin.js';
+import { clientAddress } from './client-address.js';
 import { toOrchError } from './errors.js';
 import type { AnyRoute } from './route.js';
 
@@ -37,7 +37,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   app.use('*', requestIdMiddleware(deps.logger, template));
   if (deps.http) app.use('*', deps.http.middleware(template));
   app.use('*', async (c, next) => {
-    const address = remoteAddress(c);
+    const address = clientAddress(c);
     if (!deps.allowlist.allows(address)) {
       throw new OrchError('forbidden', "your address is not in the orchestrator's allowed client networks", {
         address: address ?? null,
@@ -115,14 +115,6 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
   });
 
   return app;
-}
-
-function remoteAddress(c: Context): string | undefined {
-  try {
-    return getConnInfo(c).remote.address;
-  } catch {
-    return undefined;
-  }
 }
 
 async function readJson(c: Context): Promise<unknown> {

@@ -139,6 +139,7 @@ const ERROR_MEANINGS: Record<number, string> = {
   409: 'conflict: the resource is not in a state that allows this',
   413: 'invalid_argument: the request body is larger than 1 MiB',
   426: 'invalid_argument: this route is a WebSocket; send Upgrade: websocket',
+  429: 'unavailable: too many failed logins; try again after Retry-After seconds',
   500: 'internal: an unexpected failure (details are logged, not returned)',
   501: 'unimplemented: needs a database (DATABASE_URL)',
   503: 'unavailable: the store or an agent cannot be reached or failed',

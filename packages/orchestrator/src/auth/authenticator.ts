@@ -1,7 +1,7 @@
 import { API_KEY_PREFIX, OrchError } from '@orch/protocol';
 import { secretsEqual } from '../crypto/secrets.js';
 import type { ApiKeysRepo } from '../store/api-keys-repo.js';
-import type { SessionSigner } from './session-cookie.js';
+import type { BrowserSessions } from './browser-sessions.js';
 
 /**
  * Who is calling. `anonymous` exists only in pass-through mode (no master token and no key store),
@@ -28,14 +28,15 @@ function unauthorized(message: string, invalidToken: boolean): OrchError {
 
 /**
  * The bearer check of orchestrator.md ("Authentication"): the Authorization header wins; without
- * one, the `orch_session` cookie. Master token compared in constant time; API keys only with a key
+ * one, the `orch_session` cookie (valid only if signed, unexpired and not logged out; the store is
+ * read only for cookie requests). Master token compared in constant time; API keys only with a key
  * store; missing or invalid credentials are 401 `unauthorized` with `WWW-Authenticate: Bearer`.
  */
 export class Authenticator {
   constructor(
     private readonly masterToken: string,
     private readonly apiKeys: ApiKeysRepo | undefined,
-    private readonly sessions: SessionSigner | undefined,
+    private readonly sessions: BrowserSessions | undefined,
   ) {}
 
   /** No master token and no key store: every request passes, with no principal. */
@@ -56,7 +57,8 @@ export class Authenticator {
       return this.fromToken(m[1]!);
     }
     if (creds.sessionCookie !== undefined) {
-      if (this.sessions?.verify(creds.sessionCookie)) return { kind: 'master' };
+      // A logged-out (revoked) session gets exactly the answer of a forged or expired one.
+      if (await this.sessions?.isValid(creds.sessionCookie)) return { kind: 'master' };
       throw unauthorized('the browser session is invalid or has expired: log in again', true);
     }
     throw unauthorized('missing credentials: send "Authorization: Bearer <token>"', false);

@@ -289,6 +289,23 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // Browser sessions ended by POST /logout, so that a copied cookie is refused by every orchd on
+  // the store, now and after a restart. Keyed by the SHA-256 of the session id (a primary-key read
+  // per cookie-authenticated request); rows go a day after the session would have expired anyway.
+  '0009_revoked_sessions': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('revoked_sessions')
+        .addColumn('sid_sha256', 'text', (c) => c.primaryKey())
+        .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('revoked_sessions_expires_at')
+        .on('revoked_sessions')
+        .column('expires_at')
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

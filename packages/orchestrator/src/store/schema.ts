@@ -48,6 +48,15 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null;
 }
 
+/**
+ * Browser sessions ended by `POST /logout` (migration 0009): the SHA-256 of the session's `sid`
+ * and the session's own expiry; a row is pruned a day after that (see `RevokedSessionsRepo`).
+ */
+export interface RevokedSessionsTable {
+  sid_sha256: string;
+  expires_at: Timestamp;
+}
+
 /** Small facts about the deployment (for example the token-encryption key check value). */
 export interface SettingsTable {
   key: string;
@@ -202,6 +211,7 @@ export interface Database {
   hosts: HostsTable;
   host_samples: HostSamplesTable;
   api_keys: ApiKeysTable;
+  revoked_sessions: RevokedSessionsTable;
   settings: SettingsTable;
   orch_events: OrchEventsTable;
 }

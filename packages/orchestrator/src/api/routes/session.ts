@@ -5,18 +5,24 @@ import {
   SESSION_MAX_AGE_SECONDS,
   SessionState,
 } from '@orch/protocol';
-import { deleteCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { Authenticator } from '../../auth/authenticator.js';
-import type { SessionSigner } from '../../auth/session-cookie.js';
+import type { BrowserSessions } from '../../auth/browser-sessions.js';
+import type { LoginThrottle } from '../../auth/login-throttle.js';
+import { clientAddress } from '../client-address.js';
 import { type AnyRoute, route } from '../route.js';
 
 /**
  * `POST /login` and `POST /logout` (orchestrator.md, "Browser session"). Login takes the master
- * token and sets an opaque signed session cookie; a wrong token sets nothing.
+ * token and sets an opaque signed session cookie; a wrong token sets nothing and counts against
+ * the client in `throttle`, which refuses (429) a client, or everyone, after too many failures.
+ * Logout revokes the session in the store (every `orchd` on it refuses the value from then on)
+ * and clears the cookie; a cookie that is no live session is just cleared.
  */
 export function sessionRoutes(
   auth: Authenticator,
-  sessions: SessionSigner | undefined,
+  sessions: BrowserSessions | undefined,
+  throttle: LoginThrottle,
   secureCookies: boolean,
 ): AnyRoute[] {
   const authMode = auth.passThrough ? 'disabled' : 'required';
@@ -29,6 +35,7 @@ export function sessionRoutes(
       tag: 'session',
       summary: 'Log a browser in with the master token; sets the orch_session cookie',
       body: LoginRequest,
+      errors: [401, 429],
       success: {
         status: 200,
         schema: SessionState,
@@ -36,9 +43,23 @@ export function sessionRoutes(
       },
       handler: async ({ body, c }) => {
         if (auth.passThrough) return { status: 200, body: { authenticated: true, auth: authMode } };
-        if (!sessions || !auth.isMaster(body.token)) {
-          const why = sessions ? 'wrong token' : 'this orchestrator has no master token to log in with';
-          throw new OrchError('unauthorized', why, undefined, 401);
+        if (!sessions)
+          throw new OrchError(
+            'unauthorized',
+            'this orchestrator has no master token to log in with',
+            undefined,
+            401,
+          );
+        // Before the comparison: a throttled client learns nothing, not even from the right token.
+        const address = clientAddress(c);
+        const waitMs = throttle.refusal(address);
+        if (waitMs !== undefined) {
+          const seconds = Math.ceil(waitMs / 1000);
+          throw OrchError.rateLimited(`too many failed logins: try again in ${seconds} s`, seconds);
+        }
+        if (!auth.isMaster(body.token)) {
+          throttle.failed(address);
+          throw new OrchError('unauthorized', 'wrong token', undefined, 401);
         }
         setCookie(c, SESSION_COOKIE, sessions.issue(), {
           httpOnly: true,
@@ -55,9 +76,13 @@ export function sessionRoutes(
       path: '/logout',
       access: 'public',
       tag: 'session',
-      summary: 'Clear the session cookie',
+      summary: 'End the browser session on every orchd and clear the cookie',
       success: { status: 200, schema: SessionState, description: 'Logged out' },
       handler: async ({ c }) => {
+        // Revoke first: if the store cannot record it, the answer is 503 and the cookie is kept,
+        // so the browser does not believe a session ended that a copy of the cookie could still use.
+        const value = getCookie(c, SESSION_COOKIE);
+        if (value !== undefined) await sessions?.end(value);
         deleteCookie(c, SESSION_COOKIE, {
           path: '/',
           httpOnly: true,

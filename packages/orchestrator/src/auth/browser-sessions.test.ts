@@ -1,0 +1,90 @@
+import { describe, expect, test } from 'vitest';
+import { BrowserSessions, type RevocationList } from './browser-sessions.js';
+import { SessionSigner } from './session-cookie.js';
+
+/** The store's revocation list as another orchd sees it too: one Map, with its reads counted. */
+class SharedList implements RevocationList {
+  readonly rows = new Map<string, Date>();
+  reads = 0;
+  async revoke(sid: string, expiresAt: Date): Promise<void> {
+    this.rows.set(sid, expiresAt);
+  }
+  async isRevoked(sid: string): Promise<boolean> {
+    this.reads++;
+    return this.rows.has(sid);
+  }
+}
+
+const DAY = 24 * 3600 * 1000;
+
+describe('BrowserSessions', () => {
+  test('logout revokes a session on every instance sharing the list, and one started later', async () => {
+    const list = new SharedList();
+    const signer = new SessionSigner('master');
+    const a = new BrowserSessions(signer, list);
+    const b = new BrowserSessions(signer, list);
+    const value = a.issue();
+    expect(await a.isValid(value)).toBe(true);
+    expect(await b.isValid(value)).toBe(true);
+    expect(await b.end(value)).toBe(true);
+    expect(await b.isValid(value)).toBe(false);
+    // `a` had seen the session valid a moment ago: that was not cached.
+    expect(await a.isValid(value)).toBe(false);
+    expect(await new BrowserSessions(signer, list).isValid(value)).toBe(false);
+    // The session's id is revoked until the session's own expiry.
+    const claims = signer.open(value)!;
+    expect([...list.rows]).toEqual([[claims.sid, new Date(claims.exp * 1000)]]);
+  });
+
+  test('"revoked" is remembered (no more store reads); "not revoked" is read from the store every time', async () => {
+    const list = new SharedList();
+    const sessions = new BrowserSessions(new SessionSigner('master'), list);
+    const live = sessions.issue();
+    const ended = sessions.issue();
+    await sessions.isValid(live);
+    await sessions.isValid(live);
+    expect(list.reads).toBe(2);
+    await sessions.end(ended);
+    const reads = list.reads;
+    expect(await sessions.isValid(ended)).toBe(false);
+    expect(await sessions.isValid(ended)).toBe(false);
+    expect(list.reads).toBe(reads);
+  });
+
+  test('a revocation found in the store (made elsewhere) is remembered too', async () => {
+    const list = new SharedList();
+    const signer = new SessionSigner('master');
+    const here = new BrowserSessions(signer, list);
+    const value = here.issue();
+    await new BrowserSessions(signer, list).end(value);
+    expect(await here.isValid(value)).toBe(false);
+    const reads = list.reads;
+    expect(await here.isValid(value)).toBe(false);
+    expect(list.reads).toBe(reads);
+  });
+
+  test('values that are no live session have nothing to end and never reach the store', async () => {
+    const list = new SharedList();
+    const clock = { now: Date.now() };
+    const sessions = new BrowserSessions(new SessionSigner('master'), list, () => clock.now);
+    const expired = new SessionSigner('master').issue(clock.now - 8 * DAY);
+    const foreign = new SessionSigner('another master').issue(clock.now);
+    for (const value of ['', 'garbage', 'a.b', expired, foreign]) {
+      expect(await sessions.end(value), value).toBe(false);
+      expect(await sessions.isValid(value), value).toBe(false);
+    }
+    expect(list.rows.size).toBe(0);
+    expect(list.reads).toBe(0);
+  });
+
+  test('a session expires by the clock it was given', async () => {
+    const list = new SharedList();
+    const clock = { now: 1_000_000_000 };
+    const sessions = new BrowserSessions(new SessionSigner('master'), list, () => clock.now);
+    const value = sessions.issue();
+    clock.now += 7 * DAY - 1000;
+    expect(await sessions.isValid(value)).toBe(true);
+    clock.now += 1000;
+    expect(await sessions.isValid(value)).toBe(false);
+  });
+});
