@@ -146,6 +146,8 @@ describe('exports', () => {
       'file:///tmp/x#frag',
       's3://UPPER/x',
       's3://user:pw@orch-exports/x',
+      's3://@orch-exports/x',
+      's3:///x',
       's3://orch-exports/a/../b',
       'relative/dir',
     ]) {
@@ -261,6 +263,8 @@ describe('fetch', () => {
     for (const source of [
       { agent_url: 'http://u:p@127.0.0.1:1', grant: grant('t', 'snap_x') },
       { agent_url: 'ftp://127.0.0.1:1', grant: grant('t', 'snap_x') },
+      { agent_url: 'http://169.254.169.254', grant: grant('t', 'snap_x') }, // link-local: never dialled
+      { agent_url: 'http://[::ffff:169.254.169.254]', grant: grant('t', 'snap_x') },
       { agent_url: 'http://127.0.0.1:1', agent_token: 't' }, // a token is never accepted as a source
       { agent_url: 'http://127.0.0.1:1', grant: 'not-a-grant' },
       { export_ref: 'file:///a/../b' },

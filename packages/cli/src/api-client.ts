@@ -126,10 +126,16 @@ export class OrchClient {
 
   /**
    * A `GET` whose successful answer is read by the caller as it arrives (a log, a stream); `signal`
-   * bounds it (no time limit of its own). Failures are {@link ApiCallError}s.
+   * bounds it (no time limit of its own); `headers` are sent besides the credentials (`accept`
+   * defaults to any type). Failures are {@link ApiCallError}s: an error answer is read with the
+   * answer limit ({@link readAll}).
    */
-  async open(path: string, signal?: AbortSignal): Promise<Response> {
-    const res = await this.send('GET', path, { accept: '*/*', ...(signal ? { signal } : {}) });
+  async open(path: string, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<Response> {
+    const res = await this.send('GET', path, {
+      accept: '*/*',
+      headers,
+      ...(signal ? { signal } : {}),
+    });
     if (!res.ok) throw apiErrorFromResponse(res.status, new TextDecoder().decode(await this.readAll(res)));
     return res;
   }
@@ -169,9 +175,9 @@ export class OrchClient {
   private async send(
     method: string,
     path: string,
-    opts: { body?: unknown; signal?: AbortSignal; accept?: string },
+    opts: { body?: unknown; signal?: AbortSignal; accept?: string; headers?: Record<string, string> },
   ): Promise<Response> {
-    const headers: Record<string, string> = { accept: opts.accept ?? 'application/json' };
+    const headers: Record<string, string> = { accept: opts.accept ?? 'application/json', ...opts.headers };
     if (this.#context.token !== undefined) {
       const problem = tokenProblem(this.#context.token);
       if (problem) throw new CliError(`orch: the token of this context cannot be sent: it ${problem}`);

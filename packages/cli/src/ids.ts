@@ -40,11 +40,21 @@ export const HOST_ID_KIND: IdKind = {
  * idSegment(ENVIRONMENT_ID, '..') // UsageError: <env> ".." is not an environment id (1-63 letters, ...)
  */
 export function idSegment(kind: IdKind, id: string): string {
+  return encodeURIComponent(checkId(kind, id));
+}
+
+/**
+ * `id` checked against the protocol's pattern for its kind, as the orchestrator will check it,
+ * before anything is sent: a {@link UsageError} naming `as` (the argument, or the flag that gave
+ * it) otherwise.
+ *
+ * @example
+ * checkId(HOST_ID_KIND, opts.id, '--id') // UsageError: --id "a b" is not a host id (1-63 letters, ...)
+ */
+export function checkId(kind: IdKind, id: string, as: string = kind.argument): string {
   if (!kind.pattern.test(id))
-    throw new UsageError(
-      `${kind.argument} ${JSON.stringify(id)} is not ${article(kind.what)} (${kind.rule})`,
-    );
-  return encodeURIComponent(id);
+    throw new UsageError(`${as} ${JSON.stringify(id)} is not ${article(kind.what)} (${kind.rule})`);
+  return id;
 }
 
 const article = (what: string) => `${/^[aeiouAEIOU]/.test(what) ? 'an' : 'a'} ${what}`;

@@ -23,6 +23,16 @@ test.for([
   [['host', 'cordon', '..'], `<id> ".." is not a host id ${HOST_ID}`],
   [['host', 'drain', '.'], `<id> "." is not a host id ${HOST_ID}`],
   [['apikeys', 'revoke', 'k\n1'], `<id> "k\\n1" is not an API key id ${ORCH_ID}`],
+  // Not in a path, but checked with the same rule before the body is sent (`POST /v1/hosts`).
+  [
+    ['host', 'register', '--url', 'http://127.0.0.1:1', '--id', 'a b'],
+    `--id "a b" is not a host id ${HOST_ID}`,
+  ],
+  [['host', 'register', '--url', 'http://127.0.0.1:1', '--id', ''], `--id "" is not a host id ${HOST_ID}`],
+  [
+    ['host', 'register', '--url', 'http://127.0.0.1:1', '--id', '.h'],
+    `--id ".h" is not a host id ${HOST_ID}`,
+  ],
 ] as const)('orch %j', async ([args, message], { orchd, config }) => {
   config.connectTo(orchd.url);
   const r = await runOrchAsync(args, config.dir);

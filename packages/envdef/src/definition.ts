@@ -85,7 +85,6 @@ export const ENV_FIELDS = ['value', 'secret'];
 export const EXPOSE_FIELDS = ['port', 'as'];
 
 export const DNS_LABEL = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
-export const SERVICE_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,62}$/;
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point

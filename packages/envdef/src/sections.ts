@@ -1,4 +1,5 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
+import { serviceNameProblem } from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
@@ -10,7 +11,6 @@ import {
   LIMITS,
   SECRET_NAME,
   SERVICE_FIELDS,
-  SERVICE_NAME,
   type ServiceDefinition,
 } from './definition.js';
 import type { Position } from './diagnostics.js';
@@ -41,11 +41,10 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
   if (!map) return [];
   const services: ServiceDefinition[] = [];
   for (const [name, svc] of r.fields(map, 'in services')) {
-    if (!SERVICE_NAME.test(name)) {
-      r.report(
-        svc.key,
-        `service name "${name}" must start with a letter and hold only letters, digits, "_", "." and "-" (at most 63)`,
-      );
+    // The manifest's rule (`@orch/protocol/rules`), so that what compiles is what orchd accepts.
+    const problem = serviceNameProblem(name);
+    if (problem) {
+      r.report(svc.key, `service name "${name}" ${problem}`);
       continue;
     }
     const where = `service "${name}"`;

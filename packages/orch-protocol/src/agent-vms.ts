@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ServiceStatus } from './services.js';
-import { agentId, text } from './text.js';
+import { agentId, base64Text, text } from './text.js';
 
 /** The longest `max_runtime_seconds` (365 days, the definition file's own limit for `max_runtime`). */
 export const MAX_RUNTIME_SECONDS = 365 * 86_400;
@@ -102,7 +102,7 @@ export const CreateVmRequest = z
   .strictObject({
     id: agentId(),
     spec: VmSpec,
-    manifest_inline: text(1024 * 1024),
+    manifest_inline: base64Text(1024 * 1024),
     startup_script: text(1024 * 1024),
     secrets: z.record(text(128), text(64 * 1024)).default({}),
     expose: z.array(ExposePort).default([]),
@@ -156,12 +156,6 @@ export const AgentVmList = z.object({ vms: z.array(AgentVm) }).meta({ id: 'Agent
 /** Largest stdout or stderr an exec returns, per stream; past it `truncated` is true (never silent). */
 export const EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024;
 
-/**
- * Padded standard base64 (RFC 4648 section 4), what `Buffer#toString('base64')` and `btoa` write.
- * A pattern rather than `z.base64()`, whose `contentEncoding` OpenAPI 3.0 does not have.
- */
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-
 /** `POST .../exec`: a command in the guest, run without a shell (argv[0] is looked up in PATH). */
 export const ExecRequest = z
   .strictObject({
@@ -178,12 +172,8 @@ export const ExecRequest = z
       .min(1)
       .max(24 * 3600)
       .default(60),
-    /** Bytes for the command's standard input, base64 (RFC 4648, padded); anything else is refused. */
-    stdin_base64: z
-      .string()
-      .max(32 * 1024 * 1024)
-      .regex(BASE64, 'must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)')
-      .optional(),
+    /** Bytes for the command's standard input, canonical base64 (base64.ts); anything else is refused. */
+    stdin_base64: base64Text(32 * 1024 * 1024).optional(),
   })
   .meta({ id: 'ExecRequest' });
 export type ExecRequest = z.infer<typeof ExecRequest>;

@@ -68,12 +68,39 @@ describe('POST /v1/environments body', () => {
 });
 
 describe('exec body', () => {
-  test('stdin_base64 must be base64', () => {
+  test('stdin_base64 must be canonical base64', () => {
     expect(issues(ExecRequest, { argv: ['id'], stdin_base64: 'aGk=' })).toEqual([]);
     expect(issues(ExecRequest, { argv: ['id'], stdin_base64: '' })).toEqual([]);
-    for (const bad of ['!!!', 'aGk', 'a b=', 'aGk=\n'])
+    for (const [bad, why] of [
+      ['!!!', 'it has "!" at character 1, outside the alphabet'],
+      ['aGk', 'its length, 3, is not a multiple of 4 (is "=" padding missing?)'],
+      ['a b=', 'it has whitespace at character 2 (no whitespace is accepted)'],
+      ['aGk=\n', 'it has a line break at character 5 (no whitespace is accepted)'],
+      ['aGl=', 'not canonical: the unused bits of "l" before the padding must be zero'],
+    ])
       expect(issues(ExecRequest, { argv: ['id'], stdin_base64: bad })).toEqual([
-        'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
+        `stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =): ${why}`,
+      ]);
+  });
+});
+
+describe('manifest_inline', () => {
+  test('is canonical base64, else refused naming the field and what is wrong', () => {
+    const manifest = Buffer.from(JSON.stringify({ version: '1', machine: { workspace: '/w'.repeat(40) } }));
+    const b64 = manifest.toString('base64');
+    const url = Buffer.from('{"version":"1","x":">>>?"}').toString('base64url');
+    expect(issues(CreateEnvironmentRequest, { ...valid, manifest_inline: b64 })).toEqual([]);
+    const rule = 'must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)';
+    for (const [bad, why] of [
+      [b64.replace(/.{76}/, '$&\n'), 'it has a line break at character 77 (no whitespace is accepted)'],
+      [`${b64}\n`, `it has a line break at character ${b64.length + 1} (no whitespace is accepted)`],
+      ['e30=garbage', '"=" pads only the end, but it is at character 4'],
+      [url, `it has "-" at character ${url.indexOf('-') + 1}: that is base64url, not base64`],
+      ['e30', 'its length, 3, is not a multiple of 4 (is "=" padding missing?)'],
+      ['e31=', 'not canonical: the unused bits of "1" before the padding must be zero'],
+    ])
+      expect(issues(CreateEnvironmentRequest, { ...valid, manifest_inline: bad })).toEqual([
+        `manifest_inline: ${rule}: ${why}`,
       ]);
   });
 });

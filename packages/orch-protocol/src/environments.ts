@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ExposePort, VmSpec } from './agent-vms.js';
 import { ServiceStatus } from './services.js';
-import { agentId, hostId, secretValues, taskId, text } from './text.js';
+import { agentId, base64Text, hostId, secretValues, taskId, text } from './text.js';
 
 /**
  * `expose[].as` is unique across entries (environment-definition.md): each repeat after the first,
@@ -32,7 +32,7 @@ export const CreateEnvironmentRequest = z
   .strictObject({
     task_id: taskId(),
     spec: VmSpec,
-    manifest_inline: text(512 * 1024, 1),
+    manifest_inline: base64Text(512 * 1024, 1),
     secrets: secretValues(64 * 1024).default({}),
     startup_script: text(512 * 1024),
     expose: z

@@ -21,13 +21,20 @@ export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /**
- * Manifest service names (they become guest paths and container ids): 1-63 lower-case letters,
- * digits, `_` and `-`, starting with a letter or digit.
+ * Manifest service names (`services.<name>` of the definition file and of the manifest): 1-63
+ * lower-case letters, digits, `_` and `-`, starting with a letter. They become guest paths and
+ * container ids (so no `.`, `..`, slash or upper case), and they are JSON keys kept in file order
+ * (so never integer-like, which JSON objects would move to the front). The one rule of
+ * `orch compile` (`@orch/envdef`), of orchd's and the agent's manifest check and of `?service=`;
+ * see `serviceNameProblem` (rules.ts).
+ *
+ * @example SERVICE_NAME.test('db') // true; SERVICE_NAME.test('Web'), SERVICE_NAME.test('1db') // false
  */
-export const SERVICE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+export const SERVICE_NAME = /^[a-z][a-z0-9_-]{0,62}$/;
 
 /** In words, for error messages. */
 export const ID_RULES = {
   agentId: '1-63 letters, digits, "_" or "-", starting with a letter or digit',
   imageName: '1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+  serviceName: '1-63 lower-case letters, digits, "_" or "-", starting with a letter',
 } as const;

@@ -32,6 +32,7 @@ export {
   VmSpec,
 } from './agent-vms.js';
 export { API_KEY_PREFIX, ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from './api-keys.js';
+export { BASE64_RULE, base64Problem, decodeBase64 } from './base64.js';
 export {
   BUILD_STATES,
   BUILD_STEP_STATES,
@@ -102,7 +103,9 @@ export {
   MoveListQuery,
   type MoveState,
 } from './moves.js';
+export { serviceNameProblem } from './rules.js';
 export {
+  decodeManifestInline,
   MAX_SERVICES,
   type ManifestService,
   manifestServices,
@@ -125,6 +128,7 @@ export {
 export {
   AGENT_ID_RULE,
   agentId,
+  base64Text,
   checkIdentifier,
   cleanText,
   HOST_ID,

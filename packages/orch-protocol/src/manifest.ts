@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MANIFEST_VERSION, workspaceProblem } from './rules.js';
+import { MANIFEST_VERSION, serviceNameProblem, workspaceProblem } from './rules.js';
 import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
 
 export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
@@ -49,21 +49,32 @@ const ServiceEnv = z
     }
   });
 
+/**
+ * `services`, keyed by service names ({@link serviceNameProblem}, the definition file's rule):
+ * a name outside it is an issue at `services.<name>`.
+ */
+const Services = z
+  .record(
+    z.string(),
+    z.strictObject({
+      image: z.string().min(1),
+      ports: z.array(z.number().int().min(1).max(65_535)).optional(),
+      env: ServiceEnv.optional(),
+    }),
+  )
+  .check((ctx) => {
+    for (const name of Object.keys(ctx.value)) {
+      const problem = serviceNameProblem(name);
+      if (problem) ctx.issues.push({ code: 'custom', message: problem, input: name, path: [name] });
+    }
+  });
+
 /** The decoded manifest. */
 export const Manifest = z.strictObject({
   version: z.literal(MANIFEST_VERSION, {
     error: `must be "${MANIFEST_VERSION}", the only manifest version`,
   }),
   machine: z.strictObject({ workspace: workspacePath() }).optional(),
-  services: z
-    .record(
-      z.string(),
-      z.strictObject({
-        image: z.string().min(1),
-        ports: z.array(z.number().int().min(1).max(65_535)).optional(),
-        env: ServiceEnv.optional(),
-      }),
-    )
-    .optional(),
+  services: Services.optional(),
 });
 export type Manifest = z.infer<typeof Manifest>;

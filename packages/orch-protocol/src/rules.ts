@@ -1,9 +1,12 @@
 /**
  * The protocol's rules that need no schema library: the text rule, the identifier rule, the
- * workspace rule and the manifest version. `@orch/envdef` imports them from here
- * (`@orch/protocol/rules`), so that `orch compile`, whose start-up is measured, does not load zod
- * and every schema of the API; the schemas (text.ts, manifest.ts) build on the same functions.
+ * workspace rule, the service name rule and the manifest version. `@orch/envdef` imports them
+ * from here (`@orch/protocol/rules`), so that `orch compile`, whose start-up is measured, does not
+ * load zod and every schema of the API; the schemas (text.ts, manifest.ts, services.ts) build on
+ * the same functions.
  */
+
+import { AGENT_ID, ID_RULES, SERVICE_NAME } from './ids.js';
 
 /**
  * The text rule of the orchestrator: every string it accepts (JSON fields, record keys, query
@@ -75,4 +78,15 @@ export function workspaceProblem(path: string): string | undefined {
   return path.startsWith('/') ? undefined : 'must be an absolute guest path (starting with "/")';
 }
 
-export { AGENT_ID, ID_RULES } from './ids.js';
+/**
+ * Why `name` cannot be a manifest service name ({@link SERVICE_NAME}), or undefined when it can.
+ * The one rule of the definition file (`@orch/envdef`) and of the manifest orchd and the agent
+ * accept (`manifestServices`).
+ *
+ * @example serviceNameProblem('db') // undefined; serviceNameProblem('Web') // 'must be 1-63 lower-case ...'
+ */
+export function serviceNameProblem(name: string): string | undefined {
+  return SERVICE_NAME.test(name) ? undefined : `must be ${ID_RULES.serviceName}`;
+}
+
+export { AGENT_ID, ID_RULES, SERVICE_NAME };

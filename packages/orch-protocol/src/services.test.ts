@@ -103,3 +103,35 @@ describe('services of a manifest', () => {
     );
   });
 });
+
+describe('service names in the manifest', () => {
+  const refusal = (name: string) => {
+    try {
+      manifestServices(JSON.stringify({ version: '1', services: { [name]: { image: 'debian-12' } } }));
+    } catch (e) {
+      if (e instanceof OrchError) return [e.code, e.message, e.details];
+    }
+    return 'accepted';
+  };
+  const RULE = 'must be 1-63 lower-case letters, digits, "_" or "-", starting with a letter';
+
+  test.each(['db', 'web-2', 'a_b', 'a'.repeat(63)])('%j is a service name', (name) => {
+    expect(refusal(name)).toBe('accepted');
+  });
+
+  test.each(['Web', 'web.1', '1db', '10', '-x', '', 'a'.repeat(64)])(
+    '%j is refused, naming it and the rule',
+    (name) => {
+      expect(refusal(name)).toEqual([
+        'invalid_argument',
+        `manifest_inline: services.${name}: ${RULE}`,
+        { field: 'manifest_inline', path: `services.${name}` },
+      ]);
+    },
+  );
+
+  test('a huge name is cut in the message', () => {
+    const [, message] = refusal('X'.repeat(10_000)) as [string, string];
+    expect(message).toBe(`manifest_inline: services.${'X'.repeat(191)}...: ${RULE}`);
+  });
+});

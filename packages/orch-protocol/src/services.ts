@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { base64Problem, decodeBase64 } from './base64.js';
 import { OrchError } from './errors.js';
-import { IMAGE_NAME, SERVICE_NAME } from './ids.js';
+import { IMAGE_NAME } from './ids.js';
 import { Manifest } from './manifest.js';
 
 /**
@@ -56,26 +57,54 @@ export function serviceImageName(image: string): string {
 export const MAX_SERVICES = 16;
 
 /**
+ * The manifest JSON text that `manifest_inline` carries: canonical base64 (base64.ts: standard
+ * alphabet, padded, no whitespace or line breaks) of UTF-8. Anything else is refused as
+ * `invalid_argument` naming the field and what is wrong (`manifest_inline: must be base64 (...):
+ * it has a line break at character 77 ...`), never decoded leniently. The one decoder of orchd
+ * and the agent.
+ *
+ * @example manifestServices(decodeManifestInline(req.manifest_inline))
+ */
+export function decodeManifestInline(manifestInline: string): string {
+  const bytes = decodeBase64(manifestInline);
+  if (!bytes)
+    throw OrchError.invalid(`manifest_inline: ${base64Problem(manifestInline)}`, {
+      field: 'manifest_inline',
+    });
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw OrchError.invalid('manifest_inline: the decoded manifest is not UTF-8 text', {
+      field: 'manifest_inline',
+    });
+  }
+}
+
+/**
  * The services of a manifest (its JSON text), in file order. Refuses, as `invalid_argument` naming
  * the field (`manifest_inline: services.db.env.PW: ...`), a manifest that is not JSON of the
  * {@link Manifest} shape (a version other than `"1"`, a relative workspace, an env entry with both
- * a value and a secret, an unknown field), a service name outside {@link SERVICE_NAME}, an env name
- * with `=` or a NUL, or more than {@link MAX_SERVICES} services.
+ * a value and a secret, an unknown field, a service name outside the rule: `serviceNameProblem`
+ * of rules.ts), an env name with `=` or a NUL, or more than {@link MAX_SERVICES} services.
  */
 export function manifestServices(manifestJson: string): ManifestService[] {
   let json: unknown;
   try {
     json = JSON.parse(manifestJson);
   } catch {
-    throw OrchError.invalid('manifest_inline: not base64 of the manifest JSON', { field: 'manifest_inline' });
+    throw OrchError.invalid('manifest_inline: the decoded manifest is not JSON', {
+      field: 'manifest_inline',
+    });
   }
   const parsed = Manifest.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const path = issue?.path.join('.') ?? '';
+    // A path holds the caller's keys (a service name, an env name): at most 200 characters of it.
+    const full = issue?.path.join('.') ?? '';
+    const path = full.length > 200 ? `${full.slice(0, 200)}...` : full;
     throw OrchError.invalid(`manifest_inline: ${path === '' ? 'the manifest' : path}: ${issue?.message}`, {
       field: 'manifest_inline',
-      ...(path === '' ? {} : { path: path.slice(0, 200) }),
+      ...(path === '' ? {} : { path }),
     });
   }
   const entries = Object.entries(parsed.data.services ?? {});
@@ -85,12 +114,6 @@ export function manifestServices(manifestJson: string): ManifestService[] {
       path: 'services',
     });
   return entries.map(([name, svc]) => {
-    if (!SERVICE_NAME.test(name)) {
-      throw OrchError.invalid(
-        `manifest_inline: service name ${JSON.stringify(name)}: 1-63 lower-case letters, digits, "_" or "-", starting with a letter or digit`,
-        { field: 'manifest_inline', service: name.slice(0, 64) },
-      );
-    }
     const env = Object.entries(svc.env ?? {}).map(([k, v]) => {
       if (k === '' || k.includes('=') || k.includes('\0'))
         throw OrchError.invalid(

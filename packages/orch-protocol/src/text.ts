@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { base64Problem } from './base64.js';
 import { AGENT_ID, ID_RULES } from './ids.js';
 import { identifierProblem, MAX_TASK_ID, textProblem } from './rules.js';
 
@@ -15,6 +16,22 @@ export function text(max: number, min = 0) {
   if (min > 0) s = s.min(min);
   return s.check((ctx) => {
     const problem = textProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+  });
+}
+
+/**
+ * A string field holding canonical base64 ({@link base64Problem}: standard alphabet, padded, no
+ * whitespace or line breaks), at most `max` characters (and at least `min`). A base64 string keeps
+ * the text rule by construction.
+ *
+ * @example z.strictObject({ manifest_inline: base64Text(512 * 1024, 1) }) // refuses "e30=\n", "e30", "e3-="
+ */
+export function base64Text(max: number, min = 0) {
+  let s = z.string().max(max);
+  if (min > 0) s = s.min(min);
+  return s.check((ctx) => {
+    const problem = base64Problem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
   });
 }

@@ -45,24 +45,30 @@ const SEGMENT = /^[A-Za-z0-9._~+=@,-]+$/;
  * Checks an export destination before anything is dialled or written: `file:///absolute/dir`
  * (no host, no `.`/`..` segments) or `s3://bucket[/prefix]` (bucket per S3's naming rules; the
  * endpoint, region and credentials are the agent's configuration, never part of the URL). No
- * credentials, query or fragment; path segments of letters, digits and `._~+=@,-` only.
+ * userinfo at all (not even an empty `@`, as in `s3://@bucket`, which the URL parser drops
+ * silently), no query or fragment; path segments of letters, digits and `._~+=@,-` only.
  *
  * @example
  * parseDestination('s3://backups/orch')  // { ok: true, value: { scheme: 's3', bucket: 'backups', prefix: 'orch', ... } }
  * parseDestination('file://../etc')      // { ok: false, reason: 'file: destinations are file:///absolute/path' }
+ * parseDestination('s3://@backups')      // { ok: false, reason: 'destination must not embed credentials ...' }
  */
 export function parseDestination(
   raw: string,
 ): { ok: true; value: Destination } | { ok: false; reason: string } {
   const bad = (reason: string) => ({ ok: false as const, reason });
   if (raw.length > 2048) return bad('destination is longer than 2048 characters');
+  // Before parsing: the parser drops an empty userinfo (`s3://@bucket`, `s3://:@bucket`).
+  if (authorityOf(raw).includes('@'))
+    return bad('destination must not embed credentials (nothing before "@", not even an empty name)');
   let u: URL;
   try {
     u = new URL(raw);
   } catch {
     return bad('destination is not a URL (file:///dir or s3://bucket/prefix)');
   }
-  if (u.username || u.password) return bad('destination must not embed credentials');
+  if (u.username || u.password)
+    return bad('destination must not embed credentials (nothing before "@", not even an empty name)');
   if (u.search || raw.includes('?')) return bad('destination must not have a query string');
   if (u.hash || raw.includes('#')) return bad('destination must not have a fragment');
   const segments = (path: string) => {
@@ -79,7 +85,7 @@ export function parseDestination(
     return parts;
   };
   if (u.protocol === 'file:') {
-    if (!raw.startsWith('file:///') || u.host !== '')
+    if (!/^file:\/\/\//i.test(raw) || u.host !== '')
       return bad('file: destinations are file:///absolute/path (no host)');
     const parts = segments(raw.slice('file://'.length));
     if (!parts || parts.length === 0)
@@ -88,11 +94,13 @@ export function parseDestination(
     return { ok: true, value: { scheme: 'file', path, url: `file://${path}` } };
   }
   if (u.protocol === 's3:') {
-    const m = /^s3:\/\/([^/]*)(\/.*)?$/.exec(raw);
-    const bucket = m?.[1] ?? '';
+    const m = /^s3:\/\/([^/]*)(\/.*)?$/i.exec(raw);
+    if (!m) return bad('s3: destinations are s3://bucket/prefix');
+    const bucket = m[1] ?? '';
+    if (bucket === '') return bad('s3: destination needs a bucket name (s3://bucket/prefix)');
     if (!S3_BUCKET.test(bucket) || bucket.includes('..'))
       return bad('s3: bucket must be 3-63 lowercase letters, digits, "." or "-"');
-    const parts = segments(m?.[2] ?? '');
+    const parts = segments(m[2] ?? '');
     if (!parts) return bad('s3: prefix segments must be letters, digits or ._~+=@,- (no . or ..)');
     const prefix = parts.join('/');
     return {
@@ -101,6 +109,16 @@ export function parseDestination(
     };
   }
   return bad('destination scheme must be file: or s3:');
+}
+
+/**
+ * The authority of a destination as written: after `<scheme>://` (tabs and newlines dropped, as
+ * the URL parser drops them) up to the first `/`, `?` or `#`; empty when there is none.
+ */
+function authorityOf(raw: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the URL parser drops these, so must we
+  const input = raw.replace(/[\t\n\r]/g, '').replace(/^[\u0000-\u0020]+/, '');
+  return /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(input)?.[1] ?? '';
 }
 
 /** `z` field holding a destination, checked by {@link parseDestination}. */

@@ -344,6 +344,26 @@ describeStores('environments on the %s store', (store) => {
         'manifest_inline: services.db.env.P: sets both value and secret: keep one',
       ],
       [
+        'a manifest in base64 with line breaks (as `base64` wraps it)',
+        (b) => ({ ...b, manifest_inline: manifest({ services: withPw }).replace(/.{76}/, '$&\n') }),
+        'manifest_inline: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =): it has a line break at character 77 (no whitespace is accepted)',
+      ],
+      [
+        'a manifest in base64 followed by garbage (which Node would skip)',
+        (b) => ({ ...b, manifest_inline: 'e30=!!' }),
+        'manifest_inline: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =): it has "!" at character 5, outside the alphabet',
+      ],
+      [
+        'a manifest in base64url',
+        (b) => ({ ...b, manifest_inline: 'eyJ2ZXJzaW9uIjoiMSIsIngiOiI-Pj4_In0' }),
+        'manifest_inline: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =): it has "-" at character 28: that is base64url, not base64',
+      ],
+      [
+        'a service name the definition file could not have',
+        (b) => ({ ...b, manifest_inline: manifest({ services: { Web: { image: 'debian-12' } } }) }),
+        'manifest_inline: services.Web: must be 1-63 lower-case letters, digits, "_" or "-", starting with a letter',
+      ],
+      [
         'a relative workspace',
         (b) => ({ ...b, manifest_inline: manifest({ machine: { workspace: '../..' } }) }),
         'manifest_inline: machine.workspace: must be an absolute guest path (starting with "/")',
@@ -409,7 +429,8 @@ describeStores('environments on the %s store', (store) => {
       expect(r.body).toMatchObject({
         error: {
           code: 'invalid_argument',
-          message: 'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =)',
+          message:
+            'stdin_base64: must be base64 (RFC 4648: A-Z a-z 0-9 + /, padded with =): it has "!" at character 1, outside the alphabet',
         },
       });
       const ok = await orchd.request('POST', `/v1/environments/${e.id}?action=exec`, {

@@ -6,6 +6,7 @@ import {
   type AgentVm,
   CreateSnapshotRequest,
   CreateVmRequest,
+  decodeManifestInline,
   ExecRequest,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
@@ -182,15 +183,13 @@ export class FakeAgent {
         accelerator: 'tcg',
         created_at: new Date().toISOString(),
         // The manifest's services, running from the start (their state machine is the guest's).
-        services: manifestServices(Buffer.from(create.manifest_inline, 'base64').toString('utf8')).map(
-          (svc) => ({
-            name: svc.name,
-            image: svc.image,
-            state: 'running' as const,
-            restarts: 0,
-            ports: [...svc.ports],
-          }),
-        ),
+        services: manifestServices(decodeManifestInline(create.manifest_inline)).map((svc) => ({
+          name: svc.name,
+          image: svc.image,
+          state: 'running' as const,
+          restarts: 0,
+          ports: [...svc.ports],
+        })),
         started_at: null,
         expires_at: null,
         error: null,

@@ -154,6 +154,31 @@ describeStores('orchd on the %s store', (store) => {
       expect(a.requests).toBe(0);
     });
 
+    const METADATA = '169.254.0.0/16, where the cloud metadata service answers';
+    test.each([
+      ['http://169.254.169.254/', `169.254.169.254 is link-local (${METADATA})`],
+      ['http://2852039166:9090', `2852039166 (169.254.169.254) is link-local (${METADATA})`],
+      [
+        'http://[::ffff:169.254.169.254]/',
+        `[::ffff:169.254.169.254] ([::ffff:a9fe:a9fe]) is link-local (it embeds 169.254.169.254, in ${METADATA})`,
+      ],
+      ['http://[fe80::1]:9090', '[fe80::1] is link-local (fe80::/10)'],
+    ])('a link-local agent URL %s is refused before any dial', async (url, why) => {
+      const r = await orchd.request('POST', '/v1/hosts', {
+        ...as,
+        body: { kind: 'microvm', agent_url: url, agent_token: AGENT_TOKEN },
+      });
+      // Dialled, it would be 503 (nothing answers there), not 400.
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({
+        error: {
+          code: 'invalid_argument',
+          message: `agent_url host ${why}; agents are never dialled there`,
+          details: { field: 'agent_url' },
+        },
+      });
+    });
+
     test('a redirecting agent is not followed', async () => {
       const target = await agent();
       const redirecting = await agent();

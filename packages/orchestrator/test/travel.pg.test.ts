@@ -115,6 +115,21 @@ describeStores('exports and drain on the %s store', (store) => {
       });
       expect(c.status, destination).toBe(400);
     }
+    // An empty userinfo, which the URL parser drops, is userinfo all the same; the message says so.
+    for (const destination of ['s3://@bucket/x', 's3://:@bucket']) {
+      const r = await orchd.request('POST', `/v1/snapshots/${snap.id}/exports`, {
+        ...as,
+        body: { destination },
+      });
+      expect(r.status, destination).toBe(400);
+      expect(r.body, destination).toMatchObject({
+        error: {
+          code: 'invalid_argument',
+          message:
+            'destination: destination must not embed credentials (nothing before "@", not even an empty name)',
+        },
+      });
+    }
     const unknown = await orchd.request('POST', '/v1/snapshots/snap_nope/exports', {
       ...as,
       body: { destination: 'file:///x' },

@@ -1,6 +1,6 @@
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CreateVmRequest } from '@orch/protocol';
+import { type CreateVmRequest, decodeManifestInline } from '@orch/protocol';
 import { sleep } from '@support/server';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
@@ -136,7 +136,7 @@ async function startGuest(
   const env = Object.entries(req.secrets)
     .map(([k, v]) => `export ${k}=${shellQuote(v)}\n`)
     .join('');
-  const manifest = Buffer.from(req.manifest_inline, 'base64').toString('utf8');
+  const manifest = decodeManifestInline(req.manifest_inline);
   // The startup script begins with `cd <workspace>`: make sure the directory exists first.
   const workspace = workspaceOf(manifest);
   const prelude = workspace ? `mkdir -p ${shellQuote(workspace)}\n` : '';

@@ -6,6 +6,7 @@ import {
   type AgentVm,
   type CreateSnapshotRequest,
   type CreateVmRequest,
+  decodeManifestInline,
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   type ExecResult,
@@ -162,7 +163,7 @@ export class VmManager {
     const services = await prepareServices(
       layout,
       this.deps.images,
-      Buffer.from(req.manifest_inline, 'base64').toString('utf8'),
+      decodeManifestInline(req.manifest_inline),
       req.secrets,
     );
     const live = !!req.restore_snapshot_id && snapshot?.kind === 'live';

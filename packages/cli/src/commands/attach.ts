@@ -1,5 +1,6 @@
+import { Readable } from 'node:stream';
 import WebSocket from 'ws';
-import { apiErrorFromResponse } from '../api-client.js';
+import { apiErrorFromResponse, OrchClient } from '../api-client.js';
 import { ContextStore } from '../context-store.js';
 import { CliError } from '../errors.js';
 import { ENVIRONMENT_ID, idSegment } from '../ids.js';
@@ -23,13 +24,18 @@ export async function attach(id: string): Promise<number> {
   });
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => {
-        const e = apiErrorFromResponse(res.statusCode ?? 0, body).error!;
-        reject(new CliError(`orch: cannot attach: ${e.message} (${e.code})`));
+    // A refused upgrade: its error answer is read as every answer is (OrchClient#readAll: capped,
+    // a cut-short body a transport error) and mapped by the one function, apiErrorFromResponse.
+    ws.once('unexpected-response', (req, res) => {
+      const length = res.headers['content-length'];
+      const answer = new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, {
+        headers: length === undefined ? {} : { 'content-length': length },
       });
+      new OrchClient(context)
+        .readAll(answer)
+        .then((body) => apiErrorFromResponse(res.statusCode ?? 0, new TextDecoder().decode(body)))
+        .then(reject, reject)
+        .finally(() => req.destroy());
     });
     ws.once('error', (err) => reject(new CliError(`orch: cannot attach: ${err.message}`)));
   });

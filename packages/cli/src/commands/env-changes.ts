@@ -1,11 +1,12 @@
-import { createParser } from 'eventsource-parser';
 import type { OrchClient } from '../api-client.js';
+import { readEventStream } from '../event-stream.js';
 
 /**
  * Changes of one environment's record, from the orchestrator's event stream (`GET /v1/events`):
  * `next(ms)` resolves `'changed'` once an `environment.*` event names `envId` (or one came since the
  * last call), else `'quiet'` after `ms`. When the stream cannot be had (an older orchd, a proxy
- * that buffers), `live` is false and every wait is quiet: the caller then reads the record itself.
+ * that buffers) or stops being usable (dropped, a line past the line limit of `readEventStream`),
+ * `live` is false and every wait is quiet: the caller then reads the record itself.
  */
 export class EnvChanges {
   live = false;
@@ -52,8 +53,9 @@ export class EnvChanges {
   }
 
   private async read(res: Response): Promise<void> {
-    const parser = createParser({
-      onEvent: (m) => {
+    try {
+      if (!res.body) return;
+      await readEventStream(res.body, (m) => {
         if (!m.event?.startsWith('environment.')) return;
         let id: unknown;
         try {
@@ -64,18 +66,11 @@ export class EnvChanges {
         if (id !== this.envId) return;
         this.pending = true;
         this.wake?.();
-      },
-    });
-    const text = new TextDecoder();
-    try {
-      for (const reader = res.body!.getReader(); ; ) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        parser.feed(text.decode(value, { stream: true }));
-      }
+      });
     } catch {
-      // closed by close(), or dropped
+      // closed by close(), dropped, or a line past the limit: the caller polls
+    } finally {
+      this.live = false;
     }
-    this.live = false;
   }
 }

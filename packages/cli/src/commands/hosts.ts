@@ -1,7 +1,7 @@
 import { checkAgentUrl, Host, HostDrain, HostList, MoveList } from '@orch/protocol';
 import { NoContent } from '../api-client.js';
 import { UsageError } from '../errors.js';
-import { HOST_ID_KIND, idSegment } from '../ids.js';
+import { checkId, HOST_ID_KIND, idSegment } from '../ids.js';
 import { table } from '../table.js';
 import { client } from './client.js';
 import type { OutputMode } from './preview.js';
@@ -30,13 +30,17 @@ function show(host: Host, output: OutputMode): string {
   return output === 'json' ? `${JSON.stringify(host, null, 2)}\n` : hostRows([host]);
 }
 
-/** `orch host register --url U [--kind] [--token] [--id] [--label k=v]`. The URL is checked here too, before anything is sent. */
+/**
+ * `orch host register --url U [--kind] [--token] [--id] [--label k=v]`. The URL and the id are
+ * checked here too, with the server's rules, before anything is sent.
+ */
 export async function registerHost(
   opts: { url: string; kind: string; token?: string; id?: string; label?: string[] },
   output: OutputMode,
 ): Promise<string> {
   const checked = checkAgentUrl(opts.url);
   if (!checked.ok) throw new UsageError(checked.reason);
+  if (opts.id !== undefined) checkId(HOST_ID_KIND, opts.id, '--id');
   const pairs = (opts.label ?? []).map((l) => {
     const [k, ...v] = l.split('=');
     if (!k || v.length === 0) throw new UsageError(`--label ${JSON.stringify(l)} must look like key=value`);
@@ -49,7 +53,7 @@ export async function registerHost(
     agent_url: checked.url,
     labels,
     ...(opts.token ? { agent_token: opts.token } : {}),
-    ...(opts.id ? { id: opts.id } : {}),
+    ...(opts.id !== undefined ? { id: opts.id } : {}),
   });
   return show(host, output);
 }

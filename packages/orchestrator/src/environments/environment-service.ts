@@ -3,6 +3,7 @@ import {
   AGENT_VM_PATHS,
   AgentVm,
   type CreateEnvironmentRequest,
+  decodeManifestInline,
   type Environment,
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
@@ -75,7 +76,7 @@ export class EnvironmentService {
   ): Promise<Environment> {
     // The manifest, its service names and images, checked before anything is placed (the agent
     // checks them again).
-    const services = manifestServices(Buffer.from(req.manifest_inline, 'base64').toString('utf8'));
+    const services = manifestServices(decodeManifestInline(req.manifest_inline));
     const needed = secretReferences(services);
     // Own properties only: a name like `constructor` or `__proto__` is not a value given. Values of
     // names the manifest does not reference are dropped (only the referenced ones are kept).

@@ -1,6 +1,7 @@
 import {
   AGENT_VM_PATHS,
   AgentVm,
+  decodeManifestInline,
   type EnvironmentState,
   type HostDrain,
   type MoveState,
@@ -99,7 +100,7 @@ export class MoveService {
             const usage = await this.repo.usage(trx);
             for (const [id, u] of extra) usage.set(id, add(usage.get(id), u));
             // The target must have the image of every service the environment runs.
-            const services = manifestServices(Buffer.from(env.manifest_inline, 'base64').toString('utf8'));
+            const services = manifestServices(decodeManifestInline(env.manifest_inline));
             const p = place(portable, usage, { spec: env.spec, services });
             if (!p.ok) throw new OrchError('unavailable', p.message);
             extra.set(p.host.id, add(extra.get(p.host.id), spec(env)));
