@@ -1,6 +1,6 @@
 import { type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import { fail, HEADERS, type Health } from '@board/protocol';
-import { closeServer, createHttpServer, listen, UNMATCHED_ROUTE } from '@support/server';
+import { closeServer, createHttpServer, endStream, listen, UNMATCHED_ROUTE } from '@support/server';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
 import { upstreamHeaders } from './forward.js';
@@ -170,9 +170,6 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
           metrics.requests.inc({ procedure: 'watch', outcome: 'answered' });
           res.writeHead(ures.statusCode ?? 502, {
             ...responseHeaders(ures.headers),
-            // A stream's connection is not pooled by the client (the node says why), an error
-            // answer's may be.
-            ...(ures.headers.connection === 'close' ? { connection: 'close' } : {}),
             [HEADERS.servedBy]: node.id,
             [HEADERS.hedged]: 'false',
           });
@@ -188,14 +185,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
           // The node's side ended or broke off (node gone, or a cut-off client that did not read
           // its rest within the node's grace): the client's stream ends after what is queued for
           // it, and is destroyed if the client does not read that within the same grace.
-          const endClient = () => {
-            if (res.writableEnded) return;
-            res.end();
-            if (res.writableLength === 0) return;
-            const timer = setTimeout(() => res.destroy(), WATCH_END_GRACE_MS);
-            timer.unref();
-            res.once('close', () => clearTimeout(timer));
-          };
+          const endClient = () => endStream(res, WATCH_END_GRACE_MS);
           ures.on('end', endClient);
           ures.on('aborted', endClient);
           ures.on('error', endClient);

@@ -2,6 +2,7 @@
  * Integration suite on a real board-node process, run once per store: the embedded default and a
  * PostgreSQL server reached through DATABASE_URL.
  */
+import { connect } from 'node:net';
 import { boardAdmin, createLogger, mintToken, openStore } from '@board/server';
 import { describeStore, removeDataDir, STORES, type TestStore, tempDir } from '@support/pg/testing';
 import { malformedAnswers } from '@support/server/testing';
@@ -465,8 +466,6 @@ for (const storeName of STORES) {
       const res = await got;
       expect(res.status).toBe(200);
       expect(res.contentType).toContain('text/event-stream');
-      // The connection is the stream's: no client pools it for a later request.
-      expect(res.connection).toBe('close');
       const ev = events(res.items);
       expect(ev[0]).toMatchObject({ event: 'change', data: { seq: start }, id: String(start) });
       expect(ev[1]).toMatchObject({
@@ -497,6 +496,33 @@ for (const storeName of STORES) {
       const res = await watch(node.url, { board: 'tasks', token: short, timeoutMs: 15_000 });
       expect(res.status).toBe(200);
       expect(res.ended).toBe(true);
+    });
+
+    it('ends the connection with a stream it ends, so no client sends a later request on it', async () => {
+      // A keep-alive HTTP/1.1 connection: the node ends the stream (cursor ahead of head), then a
+      // second request goes on the same connection as soon as the stream's last chunk arrived.
+      const { hostname, port } = new URL(node.url);
+      const socket = connect(Number(port), hostname);
+      let text = '';
+      let followed = false;
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      socket.on('error', () => undefined);
+      socket.on('data', (c: Buffer) => {
+        text += c.toString('utf8');
+        if (!followed && text.includes('\r\n0\r\n\r\n')) {
+          followed = true;
+          socket.write(`GET /health HTTP/1.1\r\nhost: ${hostname}\r\n\r\n`);
+        }
+      });
+      socket.write(
+        `GET /watch?after=10000000 HTTP/1.1\r\nhost: ${hostname}\r\nx-data-board: tasks\r\nauthorization: Bearer ${admin}\r\n\r\n`,
+      );
+      await closed;
+      expect(followed).toBe(true);
+      expect(text.toLowerCase()).toContain('transfer-encoding: chunked');
+      expect(text).toContain('CursorAhead');
+      // One answer only: the connection ended with the stream, the /health request got none.
+      expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200']);
     });
 
     it('keeps the stream of a long-lived token open: a 30-day token still gets heartbeats and changes', async () => {

@@ -181,14 +181,7 @@ export async function watch(
     until?: (items: SseItem[]) => boolean;
     onItem?: (item: SseItem, at: number) => void;
   },
-): Promise<{
-  status: number;
-  items: SseItem[];
-  ended: boolean;
-  contentType: string | null;
-  connection?: string | null;
-  text?: string;
-}> {
+): Promise<{ status: number; items: SseItem[]; ended: boolean; contentType: string | null; text?: string }> {
   const headers: Record<string, string> = {};
   if (options.board !== undefined) headers['x-data-board'] = options.board;
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
@@ -229,21 +222,17 @@ export async function watch(
           options.onItem?.(item, performance.now());
           if (options.until?.(items)) {
             ctl.abort();
-            return { status: 200, items, ended, ...streamHeaders(res.headers) };
+            return { status: 200, items, ended, contentType: res.headers.get('content-type') };
           }
         }
       }
     } catch (err) {
       if (!ctl.signal.aborted) throw err;
     }
-    return { status: 200, items, ended, ...streamHeaders(res.headers) };
+    return { status: 200, items, ended, contentType: res.headers.get('content-type') };
   } finally {
     clearTimeout(timer);
   }
-}
-
-function streamHeaders(h: Headers): { contentType: string | null; connection: string | null } {
-  return { contentType: h.get('content-type'), connection: h.get('connection') };
 }
 
 function parseSse(block: string): SseItem | undefined {

@@ -3,6 +3,7 @@
  * board-router). See the package README.
  */
 
+export { endStream } from './end-stream.js';
 export {
   createMetricsRegistry,
   HTTP_LATENCY_BUCKETS,

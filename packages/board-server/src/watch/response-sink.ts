@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { endStream } from '@support/server';
 import type { SseFrame } from './sse-frames.js';
 
 /** Where a watch stream writes its frames: bytes, never awaited (the feed must not wait on one stream). */
@@ -34,10 +35,7 @@ export class ResponseSink implements WatchSink {
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
-      // A stream ends when the node cuts it off, possibly after a long drain: a client that put the
-      // connection back in its keep-alive pool would send its next request on a socket the node's
-      // keep-alive timer is about to close ('other side closed'). The connection is the stream's.
-      connection: 'close',
+      connection: 'keep-alive',
     });
     res.flushHeaders();
     // `chunkedEncoding` is set by Node when the head is stored: the body is chunked.
@@ -80,12 +78,8 @@ export class ResponseSink implements WatchSink {
 
   end(graceMs: number): void {
     if (this.#closed) return;
-    if (!this.res.writableEnded) this.res.end();
-    if (this.res.writableLength === 0) return;
-    // A client that stopped reading would keep the socket (and what is queued for it) forever.
-    const timer = setTimeout(() => this.res.destroy(), graceMs);
-    timer.unref();
-    this.res.once('close', () => clearTimeout(timer));
+    // The connection ends with the stream; a client that stopped reading loses it after the grace.
+    endStream(this.res, graceMs);
   }
 
   onClose(listener: () => void): void {
