@@ -13,6 +13,7 @@ import type {
 import { type DuckDBAppender, type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
 import { appendRow } from './append-row.js';
+import { bindCells } from './duck-values.js';
 import { keyKind } from './keyed-lookup.js';
 import { REPLICA_TABLE } from './query-guard.js';
 import type { SnapshotResult } from './read-connection.js';
@@ -381,7 +382,9 @@ export class Replica {
     const stmt = await this.conn.prepare(
       `UPDATE ${REPLICA_TABLE} SET ${sets.join(', ')} WHERE id = $${values.length}`,
     );
-    stmt.bind(values);
+    // Typed by the cell, not inferred by the driver: an integer-valued DOUBLE beyond 2^63 (`1e20`)
+    // failed to bind as BIGINT, and the replica was rebuilt from the base table instead.
+    bindCells(stmt, values);
     await stmt.run();
     stmt.destroySync();
   }
