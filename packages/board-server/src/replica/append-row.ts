@@ -36,3 +36,12 @@ function appendCell(appender: DuckDBAppender, type: ColumnType, value: Cell): vo
       break;
   }
 }
+
+/** Closes an appender whose rows a rollback discards anyway (it may already be invalid). */
+export function closeQuietly(appender: DuckDBAppender): void {
+  try {
+    appender.closeSync();
+  } catch {
+    // invalid after a failed append or flush: nothing to keep
+  }
+}

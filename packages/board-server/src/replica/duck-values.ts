@@ -1,11 +1,28 @@
 import type { Cell } from '@board/protocol';
-import { DuckDBIntervalValue, type DuckDBPreparedStatement } from '@duckdb/node-api';
+import {
+  DuckDBDateValue,
+  DuckDBDecimalValue,
+  type DuckDBPreparedStatement,
+  DuckDBTimestampMillisecondsValue,
+  DuckDBTimestampNanosecondsValue,
+  DuckDBTimestampSecondsValue,
+  DuckDBTimestampTZValue,
+  DuckDBTimestampValue,
+} from '@duckdb/node-api';
 
 /**
- * Converts a DuckDB value to a wire cell: integers to numbers (decimal strings beyond 2^53),
- * timestamps to epoch microseconds, decimals to numbers, intervals to DuckDB's own text form
- * (`1 year 2 months 3 days 04:05:06.789`, `-01:30:00`: months, days and time are separate fields
- * of an interval and none converts to another), everything else to its text form.
+ * Converts a DuckDB value to a wire cell (README, "Result values"), the one place query results are
+ * encoded:
+ * - integers: numbers (decimal strings beyond ±2^53);
+ * - `DOUBLE`, `FLOAT`, `DECIMAL`: numbers (a non-finite one the string `Infinity`, `-Infinity` or
+ *   `NaN`);
+ * - `TIMESTAMP` and `TIMESTAMP WITH TIME ZONE`: epoch microseconds (UTC);
+ * - every other type its DuckDB text form: `TIME` `12:34:56.789` (`24:00:00` too), `TIME WITH TIME
+ *   ZONE` `12:34:56.789+02:30`, `DATE` `2024-02-29`, `INTERVAL` `1 year 2 months 3 days
+ *   04:05:06.789` (months, days and time are separate fields of an interval and none converts to
+ *   another, so no single number is faithful), UUIDs, blobs, lists, structs...;
+ * - an infinite date or timestamp of any precision: `infinity` or `-infinity`, as DuckDB and
+ *   PostgreSQL print it (the driver's value for it is a sentinel, not a date).
  */
 export function toCell(value: unknown): Cell {
   if (value === null || value === undefined) return null;
@@ -20,15 +37,33 @@ export function toCell(value: unknown): Cell {
         ? Number(value)
         : value.toString();
     case 'object': {
-      if (value instanceof DuckDBIntervalValue) return value.toString();
-      const v = value as { micros?: unknown; toDouble?: () => number; toString(): string };
-      if (typeof v.micros === 'bigint') return toCell(v.micros);
-      if (typeof v.toDouble === 'function') return v.toDouble();
-      return v.toString();
+      if (value instanceof DuckDBTimestampValue || value instanceof DuckDBTimestampTZValue) {
+        return value.isFinite ? toCell(value.micros) : infinity(value.micros);
+      }
+      if (value instanceof DuckDBDecimalValue) return value.toDouble();
+      const instant = instantOf(value);
+      if (instant !== undefined) return instant.isFinite ? value.toString() : infinity(instant.count);
+      // TIME and TIME WITH TIME ZONE carry `micros` too, but are times of day: their text form.
+      return value.toString();
     }
     default:
       return String(value);
   }
+}
+
+/** Dates and timestamps of other precisions: whether finite, and their count (days, seconds, ...). */
+function instantOf(value: object): { isFinite: boolean; count: number | bigint } | undefined {
+  if (value instanceof DuckDBDateValue) return { isFinite: value.isFinite, count: value.days };
+  if (value instanceof DuckDBTimestampSecondsValue) return { isFinite: value.isFinite, count: value.seconds };
+  if (value instanceof DuckDBTimestampMillisecondsValue)
+    return { isFinite: value.isFinite, count: value.millis };
+  if (value instanceof DuckDBTimestampNanosecondsValue)
+    return { isFinite: value.isFinite, count: value.nanos };
+  return undefined;
+}
+
+function infinity(count: number | bigint): string {
+  return count > 0 ? 'infinity' : '-infinity';
 }
 
 const INT32_MIN = -(2 ** 31);

@@ -1,20 +1,20 @@
 import type { Cell } from '@board/protocol';
-import {
-  type DuckDBConnection,
-  type DuckDBDataChunk,
-  type DuckDBMaterializedResult,
-  type DuckDBPreparedStatement,
-  StatementType,
-} from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
 import { BoardError, boardError } from '../errors.js';
 import { refineDuckError } from './duck-errors.js';
 import { bindCell, bindCells } from './duck-values.js';
 import { type KeyedLookup, type KeyKind, keyedLookup } from './keyed-lookup.js';
 import { parseTreeJson } from './parse-tree.js';
 import { PlanCache } from './plan-cache.js';
-import { isReadStatement } from './query-guard.js';
-import { type EncodedResult, type QueryLimits, readResult, readResultsByKey } from './result-reader.js';
-import { checkSources } from './source-guard.js';
+import { type ParseTree, prepareCheckedRead } from './read-check.js';
+import { ReadDeadline } from './read-deadline.js';
+import {
+  type EncodedResult,
+  materializedChunks,
+  type QueryLimits,
+  readResult,
+  readResultsByKey,
+} from './result-reader.js';
 
 /** Prepared read statements kept per reader connection (by SQL text). */
 const STATEMENT_CACHE = 64;
@@ -77,20 +77,22 @@ export class ReadConnection {
   private readonly candidates = new Map<string, KeyedLookup>();
   /** Batched statements (`keyed-lookup.ts`) by their SQL text. */
   private readonly batches = new PlanCache(STATEMENT_CACHE);
-  /** `json_serialize_sql` prepared once per connection, for {@link checkParseTree}. */
+  /** `json_serialize_sql` prepared once per connection, for {@link parseTree}. */
   private serializer: DuckDBPreparedStatement | undefined;
   private snapshot: DuckDBPreparedStatement | undefined;
   /** Schema version the cached statements were prepared against. */
   private schemaVersion = 0;
-  /** A DuckDB call of a read already answered that has not returned yet (see {@link busy}). */
-  private abandoned: Promise<void> | undefined;
+  /** Each read's deadline, and the DuckDB call a passed one abandoned (see {@link busy}). */
+  private readonly deadlines: ReadDeadline;
 
   constructor(
     private readonly conn: DuckDBConnection,
     private readonly path: string,
     private readonly metaTable: string,
     private readonly shared: SharedReads,
-  ) {}
+  ) {
+    this.deadlines = new ReadDeadline(() => conn.interrupt());
+  }
 
   /**
    * Runs one read-only statement and encodes its result as JSON, chunk by chunk. With `known`
@@ -171,26 +173,19 @@ export class ReadConnection {
    * other query before then.
    */
   get busy(): boolean {
-    return this.abandoned !== undefined;
+    return this.deadlines.busy;
   }
 
   /** Resolves once no abandoned DuckDB call runs on this connection (see {@link busy}). */
   async settled(): Promise<void> {
-    await this.abandoned;
+    await this.deadlines.settled();
   }
 
   /**
-   * The frame of every read: the deadline (`limits.timeoutMs`, then `QueryTimeout`), the snapshot
-   * transaction (unless the caller vouches for `known`, see {@link query}) and its watermark, and
-   * the failure's refinement. `body` runs the statement; statements it lists in `owned` are
-   * destroyed afterwards.
-   *
-   * The deadline is kept whatever DuckDB does: when it passes, the connection is interrupted and
-   * the read is answered `QueryTimeout` at once, without waiting for the DuckDB call under way.
-   * Some calls do not heed an interrupt until they return (one function call that builds a huge
-   * value: `repeat('x', 2000000000)`, `range(100000000)` as a list); such a call runs on, and
-   * the connection stays {@link busy} until it returns. A read that finds the connection busy waits
-   * for it within its own deadline, so two statements never run on one connection at once.
+   * The frame of every read: the deadline (`limits.timeoutMs`, then `QueryTimeout`; kept whatever
+   * DuckDB does, see {@link ReadDeadline}), the snapshot transaction (unless the caller vouches for
+   * `known`, see {@link query}) and its watermark, and the failure's refinement. `body` runs the
+   * statement; statements it lists in `owned` are destroyed afterwards.
    */
   private async inSnapshot<T>(
     limits: QueryLimits,
@@ -199,8 +194,6 @@ export class ReadConnection {
     body: (run: { deadline: () => void; owned: DuckDBPreparedStatement[] }) => Promise<T>,
   ): Promise<{ value: T; watermark: number }> {
     const conn = this.conn;
-    const previous = this.abandoned;
-    let timedOut = false;
     let watermark = known?.watermark;
     const timeout = () => {
       const failure: ReadFailure = boardError(
@@ -210,22 +203,7 @@ export class ReadConnection {
       if (watermark !== undefined) failure[FAILED_AT] = watermark;
       return failure;
     };
-    let expire: (err: Error) => void = () => undefined;
-    const expired = new Promise<never>((_resolve, reject) => {
-      expire = reject;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      // Not while an earlier abandoned call still runs: that one was interrupted already.
-      if (!this.abandoned) conn.interrupt();
-      expire(timeout());
-    }, limits.timeoutMs);
-    const deadline = () => {
-      if (timedOut) throw timeout();
-    };
-    const work = (async () => {
-      if (previous) await previous;
-      deadline();
+    return await this.deadlines.race(limits.timeoutMs, timeout, async (deadline) => {
       if (schemaVersion !== this.schemaVersion) {
         this.clearStatements();
         this.schemaVersion = schemaVersion;
@@ -240,7 +218,7 @@ export class ReadConnection {
           const meta = await this.snapshot.runAndReadAll();
           watermark = Number(meta.getRows()[0]?.[0] ?? 0);
         }
-        const value = await body({ deadline, owned });
+        const value = await body({ deadline: deadline.check, owned });
         if (open) {
           open = false;
           await conn.run('COMMIT');
@@ -248,35 +226,15 @@ export class ReadConnection {
         return { value, watermark };
       } catch (err) {
         // A result abandoned half-read would keep its pipeline running until the next statement.
-        if (timedOut || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
+        if (deadline.passed || (err instanceof BoardError && err._tag === 'ResultTooLarge')) conn.interrupt();
         if (open) await conn.run('ROLLBACK').catch(() => undefined);
-        const failure: ReadFailure = timedOut ? timeout() : refineDuckError(err, this.path);
+        const failure: ReadFailure = deadline.passed ? timeout() : refineDuckError(err, this.path);
         if (watermark !== undefined) failure[FAILED_AT] = watermark;
         throw failure;
       } finally {
         for (const p of owned) p.destroySync();
       }
-    })();
-    let done = false;
-    const ended = work.then(
-      () => {
-        done = true;
-      },
-      () => {
-        done = true;
-      },
-    );
-    try {
-      return await Promise.race([work, expired]);
-    } finally {
-      clearTimeout(timer);
-      if (!done) {
-        const mark = ended.then(() => {
-          if (this.abandoned === mark) this.abandoned = undefined;
-        });
-        this.abandoned = mark;
-      }
-    }
+    });
   }
 
   /**
@@ -335,10 +293,9 @@ export class ReadConnection {
   }
 
   /**
-   * A prepared read statement for `sqlText`, from the cache or checked and prepared now. Only
-   * statements that pass every check are cached, so a cache hit needs no re-check. The source check
-   * runs on the parse tree before the statement is bound, so that nothing (not even an error
-   * message of the binder or optimizer) is computed from a source the query may not read.
+   * A prepared read statement for `sqlText`, from the cache or checked and prepared now
+   * (`read-check.ts`). Only statements that pass every check are cached, so a cache hit needs no
+   * re-check.
    */
   private async prepareRead(
     sqlText: string,
@@ -349,31 +306,9 @@ export class ReadConnection {
     if (this.checked.has(sqlText)) {
       return this.remember(sqlText, generation, await this.conn.prepare(sqlText));
     }
-    let extracted: Awaited<ReturnType<DuckDBConnection['extractStatements']>>;
-    try {
-      extracted = await this.conn.extractStatements(sqlText);
-    } catch (err) {
-      // DuckDB's extraction fails without a message ("Error in native callback") on a text with
-      // no statement at all (blank, only comments or semicolons); its parser says how many there are.
-      if ((await this.parseTree(sqlText)).statements?.length === 0) {
-        throw boardError('QueryRefused', 'exactly one statement is allowed, got 0');
-      }
-      throw err;
-    }
-    if (extracted.count !== 1) {
-      throw boardError('QueryRefused', `exactly one statement is allowed, got ${extracted.count}`);
-    }
-    // Both checks: the leading keyword (DuckDB turns PRAGMA, SHOW and DESCRIBE into SELECT
-    // statements, which must not pass as reads) and, below, the parsed statement type.
-    if (!isReadStatement(sqlText)) {
-      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
-    }
-    const statements = await this.checkParseTree(sqlText);
-    const prepared = await extracted.prepare(0);
-    if (prepared.statementType !== StatementType.SELECT) {
-      prepared.destroySync();
-      throw boardError('QueryRefused', 'only SELECT statements are allowed on the read path');
-    }
+    const { prepared, statements } = await prepareCheckedRead(this.conn, sqlText, (text) =>
+      this.parseTree(text),
+    );
     const lookup = keyedLookup(statements, (c) => this.shared.kindOf(c));
     const remembered = this.remember(sqlText, generation, prepared);
     if (lookup) this.candidates.set(sqlText, lookup);
@@ -403,27 +338,8 @@ export class ReadConnection {
     return cached ?? this.batches.keep(sqlText, generation, await this.conn.prepare(sqlText));
   }
 
-  /**
-   * Parses `sqlText` with DuckDB's own parser (`json_serialize_sql`) and checks its sources; returns
-   * the parsed statements.
-   */
-  private async checkParseTree(sqlText: string): Promise<Parameters<typeof keyedLookup>[0]> {
-    const tree = await this.parseTree(sqlText);
-    if (tree.error) {
-      throw boardError(
-        'QueryFailed',
-        `Parser Error: ${tree.error_message ?? 'the query could not be parsed'}`,
-      );
-    }
-    const statements = (tree.statements ?? null) as Parameters<typeof checkSources>[0];
-    checkSources(statements);
-    return statements;
-  }
-
   /** DuckDB's parse tree of `sqlText` (`json_serialize_sql`), or its parser's error. */
-  private async parseTree(
-    sqlText: string,
-  ): Promise<{ error?: boolean; error_message?: string; statements?: unknown[] }> {
+  private async parseTree(sqlText: string): Promise<ParseTree> {
     this.serializer ??= await this.conn.prepare('SELECT json_serialize_sql($1::VARCHAR)');
     this.serializer.bind([sqlText]);
     const reader = await this.serializer.runAndReadAll();
@@ -450,12 +366,6 @@ export class ReadConnection {
       this.conn.closeSync();
     }
   }
-}
-
-/** The chunks of a materialized result, one per call (read synchronously), then null. */
-function materializedChunks(result: DuckDBMaterializedResult): () => DuckDBDataChunk | null {
-  let next = 0;
-  return () => (next < result.chunkCount ? result.getChunk(next++) : null);
 }
 
 /** The batch size for `n` keys: the next power of two (at least 2), so that few statements are planned. */

@@ -1,4 +1,3 @@
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CacheOutcome, Cell, QueryOutcome, SyncResult } from '@board/protocol';
 import type { Kysely } from 'kysely';
@@ -8,15 +7,14 @@ import { boardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BoardDb } from '../store/database.js';
 import { type ReplicaBudget, replicaMemoryMb } from './budget.js';
-import { catchUpReplica } from './catch-up.js';
-import { isFatalDuckError, refineSyncError } from './duck-errors.js';
+import { isFatalDuckError } from './duck-errors.js';
 import { type BoardHead, HeadReader } from './head-reader.js';
 import { MemorySamples } from './memory-samples.js';
 import { encodeOutcome, noSync, type Speculation } from './outcome.js';
 import { bindPlaceholders } from './query-guard.js';
 import { failedAt } from './read-connection.js';
-import { rebuildReplica } from './rebuild.js';
-import { type QueryLimits, Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
+import { type QueryLimits, type Replica, removeReplicaFiles, type SnapshotResult } from './replica.js';
+import { type SyncContext, type Synced, syncReplica } from './replica-sync.js';
 
 export type { ReplicaBudget } from './budget.js';
 
@@ -56,32 +54,36 @@ export class ReplicaCache {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Boards whose last request found the open replica at the head (see {@link speculate}). */
   private readonly atHead = new Set<string>();
-  private readonly dir: string;
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
   /** Point lookups answered in batches, over all replicas (`reader-pool.ts`). */
   readonly batching = { batches: 0, batchedQueries: 0 };
   private readonly heads: HeadReader;
+  /** What {@link syncReplica} needs, the replica files' directory and DuckDB sizing included. */
+  private readonly syncContext: SyncContext;
 
   constructor(
-    private readonly db: Kysely<BoardDb>,
+    db: Kysely<BoardDb>,
     pool: pg.Pool,
     dataDir: string,
     private readonly budget: ReplicaBudget,
     private readonly limits: QueryLimits,
     private readonly log: Logger,
   ) {
-    this.dir = join(dataDir, 'replicas');
     this.heads = new HeadReader(pool);
+    this.syncContext = {
+      db,
+      heads: this.heads,
+      dir: join(dataDir, 'replicas'),
+      settings: { memoryLimitMb: this.perReplicaMemoryMb, threads: budget.threads },
+      log,
+      openReplica: (board) => this.open.get(board),
+      evict: (board) => this.evict(board, { removeFile: true }),
+    };
   }
 
   /** Memory limit given to each replica's DuckDB instance ({@link replicaMemoryMb}). */
   get perReplicaMemoryMb(): number {
     return replicaMemoryMb(this.budget);
-  }
-
-  /** How each replica's DuckDB instance is sized (`DuckSettings`). */
-  private get duckSettings() {
-    return { memoryLimitMb: this.perReplicaMemoryMb, threads: this.budget.threads };
   }
 
   /** Boards whose replica is open, least recently used first, with their watermarks. */
@@ -281,7 +283,7 @@ export class ReplicaCache {
     board: string,
     m: BoardHead | undefined,
     minWatermark: number | undefined,
-  ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
+  ): Promise<Synced> {
     if (!m) {
       const gone = this.open.get(board);
       if (gone) {
@@ -312,72 +314,14 @@ export class ReplicaCache {
     }
   }
 
-  private async syncLocked(
-    board: string,
-    m: BoardHead,
-  ): Promise<{ replica: Replica; cache: CacheOutcome; sync: SyncResult }> {
-    const path = join(this.dir, `${board}.${m.boardNo}.duckdb`);
-    let replica = this.open.get(board);
-    let cache: CacheOutcome = 'hit';
-    if (replica && replica.boardNo !== m.boardNo) {
-      await this.evict(board, { removeFile: true });
-      replica = undefined;
-    }
-    if (replica && replica.watermark > m.head) {
-      // Another request synced past this request's head meanwhile, or the store was reset behind
-      // our back (e.g. a new database): a fresh head tells which.
-      const fresh = await this.heads.read(board);
-      if (fresh && fresh.boardNo === m.boardNo && fresh.head >= replica.watermark) m = fresh;
-    }
-    if (!replica) {
-      await mkdir(this.dir, { recursive: true });
-      replica = await Replica.open(path, m.boardNo, this.duckSettings);
-      cache = 'reattach';
-    }
-    const from = replica?.watermark ?? 0;
-    let sync: SyncResult = noSync(from);
-    if (replica && replica.watermark < m.head) {
-      const applied = await catchUpReplica(this.db, board, replica, m.head).catch((err) => {
-        this.log.warn({ err, board }, 'incremental replica sync failed; rebuilding');
-        return -1;
-      });
-      if (applied < 0) {
-        await this.evictOrClose(board, replica);
-        replica = undefined;
-      } else {
-        sync = { mode: 'incremental', from, to: replica.watermark, applied };
-      }
-    } else if (replica && replica.watermark > m.head) {
-      // The store was reset behind our back (e.g. a new database): this replica is not ours.
-      await this.evictOrClose(board, replica);
-      replica = undefined;
-    }
-    if (!replica) {
-      this.log.info({ board }, 'rebuilding replica from the base table');
-      replica = await rebuildReplica(this.db, board, path, m.boardNo, this.duckSettings).catch((err) => {
-        const refined = refineSyncError(err, board, this.perReplicaMemoryMb);
-        if (refined !== err) this.log.warn({ err, board }, 'rebuilding the replica failed');
-        throw refined;
-      });
-      cache = 'rebuild';
-      sync = { mode: 'rebuild', from, to: replica.watermark, applied: 0 };
-      this.counters.rebuild++;
-    } else {
-      this.counters[cache]++;
-    }
-    replica.batchStats = this.batching;
-    replica.acquire();
-    this.touch(board, replica);
-    return { replica, cache, sync };
-  }
-
-  /** Discards a replica that is open (and maybe in use) or was just re-attached, with its files. */
-  private async evictOrClose(board: string, replica: Replica): Promise<void> {
-    if (this.open.get(board) === replica) await this.evict(board, { removeFile: true });
-    else {
-      replica.close();
-      await removeReplicaFiles(replica.path);
-    }
+  /** {@link syncReplica} under the board's lock, then the replica is acquired and counted as used. */
+  private async syncLocked(board: string, m: BoardHead): Promise<Synced> {
+    const synced = await syncReplica(this.syncContext, board, m);
+    this.counters[synced.cache]++;
+    synced.replica.batchStats = this.batching;
+    synced.replica.acquire();
+    this.touch(board, synced.replica);
+    return synced;
   }
 
   private touch(board: string, replica: Replica): void {

@@ -1,18 +1,9 @@
 import { rm, stat } from 'node:fs/promises';
-import type {
-  Cell,
-  ChangeRecord,
-  ColumnDef,
-  ColumnType,
-  DeletePayload,
-  InsertPayload,
-  Row,
-  SchemaPayload,
-  UpdatePayload,
-} from '@board/protocol';
-import { type DuckDBAppender, type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
+import type { Cell, ChangeRecord, ColumnDef, Row } from '@board/protocol';
+import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
-import { appendRow } from './append-row.js';
+import { appendRow, closeQuietly } from './append-row.js';
+import { applyChanges } from './apply-changes.js';
 import { keyKind } from './keyed-lookup.js';
 import { REPLICA_TABLE } from './query-guard.js';
 import type { SnapshotResult } from './read-connection.js';
@@ -202,55 +193,9 @@ export class Replica {
     const conn = this.conn;
     // `watermark` and `columns` change only once the batch is committed: a request that sees the
     // new watermark must find the batch in any snapshot it takes afterwards.
-    let watermark = from;
-    let columns = before;
     await conn.run('BEGIN TRANSACTION');
-    let appender: DuckDBAppender | undefined;
-    const flush = () => {
-      appender?.closeSync();
-      appender = undefined;
-    };
     try {
-      for (const rec of records) {
-        if (rec.seq !== watermark + 1) throw new Error(`replica gap: at ${watermark}, got ${rec.seq}`);
-        switch (rec.kind) {
-          case 'insert': {
-            const p = rec.payload as InsertPayload;
-            appender ??= await conn.createAppender(REPLICA_TABLE);
-            for (const row of p.rows) appendRow(appender, columns, row, p.updatedAt);
-            break;
-          }
-          case 'update': {
-            flush();
-            const p = rec.payload as UpdatePayload;
-            for (const u of p.updates) await this.updateRow(columns, u.id, u.patch, p.updatedAt);
-            break;
-          }
-          case 'delete': {
-            flush();
-            const p = rec.payload as DeletePayload;
-            const stmt = await conn.prepare(`DELETE FROM ${REPLICA_TABLE} WHERE id = $1`);
-            for (const id of p.ids) {
-              stmt.bind([id]);
-              await stmt.run();
-            }
-            stmt.destroySync();
-            break;
-          }
-          case 'schema': {
-            flush();
-            const p = rec.payload as SchemaPayload;
-            for (const c of p.columns) {
-              if (columns.some((k) => k.name === c.name)) continue;
-              await conn.run(`ALTER TABLE ${REPLICA_TABLE} ADD COLUMN "${c.name}" ${DUCK_TYPES[c.type]}`);
-              columns = [...columns, c];
-            }
-            break;
-          }
-        }
-        watermark = rec.seq;
-      }
-      flush();
+      const { watermark, columns } = await applyChanges(conn, records, from, before);
       await this.writeMeta(watermark, columns);
       await conn.run('COMMIT');
       if (columns !== this.columns) {
@@ -260,7 +205,6 @@ export class Replica {
       this.watermark = watermark;
       this.columns = columns;
     } catch (err) {
-      if (appender) closeQuietly(appender);
       await conn.run('ROLLBACK').catch(() => undefined);
       throw err;
     }
@@ -362,37 +306,6 @@ export class Replica {
     stmt.bind([watermark, this.boardNo, JSON.stringify(columns)]);
     await stmt.run();
     stmt.destroySync();
-  }
-
-  private async updateRow(columns: ColumnDef[], id: string, patch: Row, updatedAt: number): Promise<void> {
-    const types = new Map<string, ColumnType>(columns.map((c) => [c.name, c.type]));
-    const sets: string[] = ['updated_at = make_timestamp($1::BIGINT)'];
-    const values: Cell[] = [updatedAt];
-    for (const [name, value] of Object.entries(patch)) {
-      const type = name === 'state' ? 'TEXT' : types.get(name);
-      if (type === undefined) continue;
-      values.push(value);
-      const p = `$${values.length}`;
-      sets.push(
-        `"${name}" = ${type === 'TIMESTAMP' ? `make_timestamp(${p}::BIGINT)` : `${p}::${DUCK_TYPES[type]}`}`,
-      );
-    }
-    values.push(id);
-    const stmt = await this.conn.prepare(
-      `UPDATE ${REPLICA_TABLE} SET ${sets.join(', ')} WHERE id = $${values.length}`,
-    );
-    stmt.bind(values);
-    await stmt.run();
-    stmt.destroySync();
-  }
-}
-
-/** Closes an appender whose rows a rollback discards anyway (it may already be invalid). */
-function closeQuietly(appender: DuckDBAppender): void {
-  try {
-    appender.closeSync();
-  } catch {
-    // invalid after a failed append or flush: nothing to keep
   }
 }
 

@@ -79,6 +79,12 @@ export async function readResult(
   return { columns, rowCount, bytes, chunks };
 }
 
+/** The chunks of a materialized result, one per call (read synchronously), then null: `next` of {@link readResult}. */
+export function materializedChunks(result: DuckDBMaterializedResult): () => DuckDBDataChunk | null {
+  let next = 0;
+  return () => (next < result.chunkCount ? result.getChunk(next++) : null);
+}
+
 /**
  * Splits a batched point lookup's rows (key first, `keyed-lookup.ts`) by key and encodes each key's
  * rows as {@link readResult} would have for that key's statement alone; undefined for a key whose
