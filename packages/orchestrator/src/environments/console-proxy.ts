@@ -8,7 +8,7 @@ import { rawErrorResponse, toOrchError } from '../api/errors.js';
 import { type Authenticator, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
 import { crossSiteRefusal } from '../auth/same-origin.js';
-import { AgentCallError } from '../hosts/agent-client.js';
+import { AgentCallError, requireDialable } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -68,6 +68,7 @@ export class ConsoleProxy {
         throw new OrchError('conflict', `environment ${env.id} is ${env.state}, not running`);
       const h = await this.hostsRepo.get(env.host_id);
       if (!h) throw OrchError.unavailable(`host ${env.host_id} is no longer registered`);
+      requireDialable(h.host.agent_url);
       const upstream = await openUpstream(
         `${h.host.agent_url.replace(/^http/, 'ws')}${AGENT_VM_PATHS.console(env.id)}`,
         this.hosts.tokenFor(h),

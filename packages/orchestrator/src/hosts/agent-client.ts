@@ -1,6 +1,7 @@
 import {
   AGENT_PATHS,
   AgentInfo,
+  checkAgentUrl,
   cleanText,
   type ErrorDetails,
   errorFromBody,
@@ -140,6 +141,7 @@ export class AgentClient {
   ): Promise<Response> {
     let res: Response;
     const requestId = currentRequestId();
+    requireDialable(this.baseUrl);
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
@@ -264,6 +266,19 @@ export class AgentClient {
     }
     return Buffer.concat(chunks);
   }
+}
+
+/**
+ * Refuses, before any dial, a stored agent URL that today's rules refuse (`checkAgentUrl`): a host
+ * registered before a rule existed (a link-local address) is never dialled, and every call to it
+ * fails as `unavailable` saying why. Called by every path that dials an agent.
+ */
+export function requireDialable(agentUrl: string): void {
+  const checked = checkAgentUrl(agentUrl);
+  if (!checked.ok)
+    throw new AgentCallError('unreachable', 'unavailable', `not dialled: ${checked.reason}`, {
+      agent_error: 'refused_url',
+    });
 }
 
 /** Dials an agent's info endpoint (registration and health checks). */
