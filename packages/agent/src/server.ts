@@ -109,7 +109,7 @@ export class Agent implements Service, Startable {
     });
     this.vms = vms;
     await vms.recover();
-    vms.watchServices(this.watching.signal);
+    vms.services.watch(this.watching.signal);
     const auth = new BearerAuth(config.token);
     const info = async (): Promise<AgentInfo> => ({
       id: config.id,

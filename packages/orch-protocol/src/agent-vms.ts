@@ -112,6 +112,10 @@ export const CreateVmRequest = z
   .meta({ id: 'CreateVmRequest' });
 export type CreateVmRequest = z.infer<typeof CreateVmRequest>;
 
+/**
+ * VM states on an agent (the moves are `AGENT_VM_TRANSITIONS`, transitions.ts); an environment's
+ * states are the same list (`ENVIRONMENT_STATES`).
+ */
 export const AGENT_VM_STATES = [
   'creating',
   'running',

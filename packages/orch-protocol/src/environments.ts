@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ExposePort, VmSpec } from './agent-vms.js';
+import { AGENT_VM_STATES, ExposePort, VmSpec } from './agent-vms.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, hostId, secretValues, taskId, text } from './text.js';
 
@@ -50,21 +50,13 @@ export const CreateEnvironmentRequest = z
 export type CreateEnvironmentRequest = z.infer<typeof CreateEnvironmentRequest>;
 
 /**
- * Environment states (the transitions are `ENVIRONMENT_TRANSITIONS`, transitions.ts). CPU and RAM
- * are held in `creating`, `running`, `pausing`, `resuming` and `stopping`; a `paused` environment
- * holds only its disk (its VM's disk and saved memory on its host); `stopped` and `error` hold
- * nothing.
+ * Environment states: the states of its VM on the agent ({@link AGENT_VM_STATES}), named the same;
+ * the moves between them differ (`ENVIRONMENT_TRANSITIONS` and `AGENT_VM_TRANSITIONS`,
+ * transitions.ts). CPU and RAM are held in `creating`, `running`, `pausing`, `resuming` and
+ * `stopping`; a `paused` environment holds only its disk (its VM's disk and saved memory on its
+ * host); `stopped` and `error` hold nothing.
  */
-export const ENVIRONMENT_STATES = [
-  'creating',
-  'running',
-  'pausing',
-  'paused',
-  'resuming',
-  'stopping',
-  'stopped',
-  'error',
-] as const;
+export const ENVIRONMENT_STATES = AGENT_VM_STATES;
 export type EnvironmentState = (typeof ENVIRONMENT_STATES)[number];
 
 export const Environment = z

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
 import { copyFile, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { AgentVm, CreateSnapshotRequest, SnapshotArtifact } from '@orch/protocol';
 import { sleep } from '@support/server';
 import type { Logger } from 'pino';
@@ -27,6 +27,8 @@ export interface SnapshotsDeps {
   readonly kernel: () => Promise<KernelMeta | undefined>;
   /** The QEMU version line of this host (recorded in live snapshots). */
   readonly qemuVersion: () => Promise<string>;
+  /** This host's accelerator (a live snapshot resumes only under the one it was taken under). */
+  readonly accelerator: Accelerator;
   readonly logger: Logger;
 }
 
@@ -163,6 +165,35 @@ export class Snapshots {
     } catch {
       throw AgentError.notFound('snapshot', id);
     }
+  }
+
+  /**
+   * Whether a live snapshot can resume on this host (portability rules, agent README): the same
+   * accelerator (`400`), the same QEMU version and the same guest kernel (`409`); a guest never
+   * resumes on a machine model or device set it was not saved from. Returns the kernel file to boot.
+   */
+  async portableHere(snapshot: SnapshotMeta, kernel: KernelMeta): Promise<string> {
+    const id = snapshot.snapshot_id;
+    if (snapshot.accelerator !== this.deps.accelerator) {
+      throw AgentError.invalid(
+        `snapshot ${id} was taken under ${snapshot.accelerator}; this host runs ${this.deps.accelerator}`,
+        { reason: 'not_portable' },
+      );
+    }
+    const qemu = await this.deps.qemuVersion();
+    if (snapshot.qemu_version && snapshot.qemu_version !== qemu) {
+      throw AgentError.conflict(
+        `live snapshot ${id} was taken under ${snapshot.qemu_version}; this host has ${qemu}: its memory state cannot resume here (restore a disk snapshot instead)`,
+        { reason: 'not_portable' },
+      );
+    }
+    if (existsSync(snapshot.kernel)) return snapshot.kernel;
+    // Fetched from another host: the same kernel build under this host's data dir.
+    if (basename(snapshot.kernel) === basename(kernel.kernel)) return kernel.kernel;
+    throw AgentError.conflict(
+      `live snapshot ${id} runs guest kernel ${basename(snapshot.kernel)}; this host has ${basename(kernel.kernel)}`,
+      { reason: 'not_portable' },
+    );
   }
 
   /** `DELETE /v1/snapshots/{id}`. VMs restored from it have their own copy of the disk. */

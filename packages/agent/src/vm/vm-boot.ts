@@ -1,6 +1,6 @@
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type CreateVmRequest, decodeManifestInline } from '@orch/protocol';
+import type { CreateVmRequest } from '@orch/protocol';
 import { sleep } from '@support/server';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
@@ -29,8 +29,15 @@ export interface BootSource {
   readonly live: boolean;
   /** A resume in place: the VM's own encrypted saved state (saved-state.ts) and its key's secret. */
   readonly saved?: { readonly file: string; readonly secret: string };
-  /** The manifest's services (a cold boot starts them; services.ts). */
-  readonly services?: readonly PreparedService[];
+}
+
+/** What a cold boot hands the guest: the create request's startup script and secrets, and its manifest. */
+export interface GuestStart {
+  readonly req: CreateVmRequest;
+  /** The manifest JSON, decoded from `req.manifest_inline` once, when the create was checked. */
+  readonly manifest: string;
+  /** The manifest's services (services.ts). */
+  readonly services: readonly PreparedService[];
 }
 
 export interface BootDeps {
@@ -43,13 +50,14 @@ export interface BootDeps {
 
 /**
  * Boots `vm` up to a guest agent that answers: its disk, QEMU, QMP, console and guest channel;
- * then on a cold boot the startup script, on a live restore the resume ({@link resume}). Returns
- * early (QEMU not started) when the VM is being stopped meanwhile. The caller marks it running.
+ * then on a cold boot the services and startup script of `start` (a create; absent on a resume in
+ * place), on a live restore the resume ({@link resume}). Returns early (QEMU not started) when the
+ * VM is being stopped meanwhile. The caller marks it running.
  */
 export async function bootVm(
   deps: BootDeps,
   vm: Vm,
-  req: CreateVmRequest | undefined,
+  start: GuestStart | undefined,
   from: BootSource,
   hooks: {
     /** QEMU runs (its pid is in the record): persist the record. */
@@ -92,7 +100,7 @@ export async function bootVm(
     await loadState(from.saved.secret, from.saved.file, incomingSocket, deadline);
     await resume(vm, deadline, false);
   } else if (from.live) await resume(vm, deadline, true);
-  else await startGuest(vm, req!, deadline, from.services ?? []);
+  else await startGuest(vm, start!, deadline);
 }
 
 /**
@@ -125,18 +133,12 @@ async function prepareDisk(layout: Layout, vm: Vm, from: BootSource): Promise<st
  * Cold boot: waits for the guest agent's hello, then starts the services and the startup script
  * with its secrets.
  */
-async function startGuest(
-  vm: Vm,
-  req: CreateVmRequest,
-  deadline: number,
-  services: readonly PreparedService[],
-): Promise<void> {
+async function startGuest(vm: Vm, { req, manifest, services }: GuestStart, deadline: number): Promise<void> {
   const channel = vm.channel!;
   await channel.waitHello(deadline, () => vm.alive);
   const env = Object.entries(req.secrets)
     .map(([k, v]) => `export ${k}=${shellQuote(v)}\n`)
     .join('');
-  const manifest = decodeManifestInline(req.manifest_inline);
   // The startup script begins with `cd <workspace>`: make sure the directory exists first.
   const workspace = workspaceOf(manifest);
   const prelude = workspace ? `mkdir -p ${shellQuote(workspace)}\n` : '';

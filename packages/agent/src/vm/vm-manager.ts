@@ -1,7 +1,5 @@
-import { existsSync } from 'node:fs';
-import { type FileHandle, mkdir, open, rm, stat, statfs } from 'node:fs/promises';
-import { cpus, totalmem } from 'node:os';
-import { basename, join } from 'node:path';
+import { type FileHandle, mkdir, open, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import {
   type AgentVm,
   type CreateSnapshotRequest,
@@ -10,16 +8,13 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   type ExecResult,
-  LOG_WINDOW_BYTES,
   type LogWindowQuery,
   logWindow,
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
-import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
-import { SERVICE_STATUS_SCRIPT } from '../images/guest-services.js';
 import type { ImageStore } from '../images/image-store.js';
 import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
@@ -27,17 +22,15 @@ import type { AgentMetrics, BootMode } from '../metrics.js';
 import type { Accelerator } from './accel.js';
 import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
+import { hostResources, MIN_FREE_BYTES, requireFreeSpace } from './host-capacity.js';
 import type { HostPorts } from './host-ports.js';
 import { kernelCmdline } from './qemu-argv.js';
 import { decryptState } from './saved-state.js';
-import { initialStatuses, parseServiceStatus, prepareServices, serviceLogScript } from './services.js';
-import { type SnapshotMeta, Snapshots } from './snapshots.js';
+import { initialStatuses, prepareServices } from './services.js';
+import { Snapshots } from './snapshots.js';
 import { shellQuote as q, Vm } from './vm.js';
-import { type BootSource, bootVm } from './vm-boot.js';
 import { VmRuntime } from './vm-runtime.js';
-
-/** Free space below which VM disks and snapshots are refused (qcow2 disks grow as the guest writes). */
-const MIN_FREE_BYTES = 512 * 2 ** 20;
+import { VmServices } from './vm-services.js';
 
 export interface VmManagerDeps {
   readonly layout: Layout;
@@ -61,19 +54,23 @@ export interface VmManagerDeps {
 
 /**
  * All VMs and snapshots of this host. Errors are {@link AgentError}s; the API maps them. The VM
- * lifecycle is drawn on {@link Vm}; booting is `vm-boot.ts`, QEMU supervision `qemu-process.ts`,
- * snapshots `snapshots.ts`. Every id reaches a path only through {@link Layout}, which refuses one
- * that does not match its pattern.
+ * lifecycle is drawn on {@link Vm}; booting is `vm-boot.ts`, what happens to a VM over time
+ * `vm-runtime.ts`, QEMU supervision `qemu-process.ts`, snapshots `snapshots.ts`, the services of
+ * running VMs `vm-services.ts`, CPU, RAM and disk `host-capacity.ts`. Every id reaches a path only
+ * through {@link Layout}, which refuses one that does not match its pattern.
  */
 export class VmManager {
   private readonly vms = new Map<string, Vm>();
   /** The snapshots of this host (also read by the artifact transfer, transfer/). */
   readonly snapshots: Snapshots;
+  /** The manifest services of the running VMs: status refresh (watched by the agent) and logs. */
+  readonly services: VmServices;
 
   private readonly rt: VmRuntime;
 
   constructor(private readonly deps: VmManagerDeps) {
     this.snapshots = new Snapshots(deps);
+    this.services = new VmServices(this.vms);
     this.rt = new VmRuntime(deps, this.vms);
   }
 
@@ -99,25 +96,7 @@ export class VmManager {
 
   /** CPUs, RAM and disk: what the host has, and what live VMs leave free. */
   async resources(): Promise<{ capacity: Resources; free: Resources }> {
-    const fs = await statfs(this.deps.layout.root).catch(() => undefined);
-    const gb = 2 ** 30;
-    const capacity = {
-      cpus: cpus().length,
-      ram_mb: Math.floor(totalmem() / 2 ** 20),
-      disk_gb: fs ? Math.floor((fs.blocks * fs.bsize) / gb) : 0,
-    };
-    // A paused VM holds no CPU or RAM (its QEMU has ended); one pausing or resuming still does.
-    const live = [...this.vms.values()].filter((v) =>
-      ['creating', 'running', 'pausing', 'resuming'].includes(v.record.state),
-    );
-    return {
-      capacity,
-      free: {
-        cpus: Math.max(0, capacity.cpus - live.reduce((n, v) => n + v.record.spec.cpus, 0)),
-        ram_mb: Math.max(0, capacity.ram_mb - live.reduce((n, v) => n + v.record.spec.ram_mb, 0)),
-        disk_gb: fs ? Math.floor((fs.bavail * fs.bsize) / gb) : 0,
-      },
-    };
+    return hostResources(this.deps.layout.root, this.vms.values());
   }
 
   /** `POST /v1/vms`: checks everything that can be checked at once, then boots in the background. */
@@ -160,15 +139,12 @@ export class VmManager {
     }
     const image = snapshot ? undefined : (req.spec.image ?? DEFAULT_IMAGE);
     const baseImage = image ? await this.deps.images.resolve(image) : undefined;
-    const services = await prepareServices(
-      layout,
-      this.deps.images,
-      decodeManifestInline(req.manifest_inline),
-      req.secrets,
-    );
+    // Decoded once: a malformed manifest is refused here, before anything is written.
+    const manifest = decodeManifestInline(req.manifest_inline);
+    const services = await prepareServices(layout, this.deps.images, manifest, req.secrets);
     const live = !!req.restore_snapshot_id && snapshot?.kind === 'live';
-    const liveKernel = live ? await this.portableHere(snapshot!, kernel) : undefined;
-    await this.requireFreeSpace(MIN_FREE_BYTES);
+    const liveKernel = live ? await this.snapshots.portableHere(snapshot!, kernel) : undefined;
+    await requireFreeSpace(layout.root, MIN_FREE_BYTES);
     // A live restore resumes the guest as it was: same CPUs and RAM as when it was taken.
     const spec = live ? { ...req.spec, cpus: snapshot!.spec.cpus, ram_mb: snapshot!.spec.ram_mb } : req.spec;
     const dir = layout.vmDir(req.id);
@@ -205,67 +181,8 @@ export class VmManager {
     this.vms.set(req.id, vm);
     await this.rt.save(vm);
     const mode: BootMode = live ? 'live_restore' : fromSnapshot ? 'disk_snapshot' : 'cold';
-    const started = performance.now();
-    void this.boot(vm, req, { kernelFile, baseImage, snapshot, live, services })
-      .then(() => {
-        if (vm.record.state !== 'running') return;
-        this.deps.metrics?.boots.inc({ mode, outcome: 'running' });
-        this.deps.metrics?.bootDuration.observe({ mode }, (performance.now() - started) / 1000);
-      })
-      .catch(async (err: unknown) => {
-        const message = err instanceof AgentError || err instanceof Error ? err.message : String(err);
-        if (vm.intentionalStop) return;
-        this.deps.metrics?.boots.inc({ mode, outcome: 'failed' });
-        this.deps.logger.warn({ vm: req.id, err: message }, 'VM failed to start');
-        await this.rt.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
-      });
+    this.rt.startBoot(vm, { req, manifest, services }, { kernelFile, baseImage, snapshot, live }, mode);
     return vm.view();
-  }
-
-  /**
-   * Whether a live snapshot can resume on this host (portability rules, agent README): the same
-   * accelerator (`400`), the same QEMU version and the same guest kernel (`409`); a guest never
-   * resumes on a machine model or device set it was not saved from. Returns the kernel file to boot.
-   */
-  private async portableHere(snapshot: SnapshotMeta, kernel: KernelMeta): Promise<string> {
-    const id = snapshot.snapshot_id;
-    if (snapshot.accelerator !== this.deps.accelerator) {
-      throw AgentError.invalid(
-        `snapshot ${id} was taken under ${snapshot.accelerator}; this host runs ${this.deps.accelerator}`,
-        { reason: 'not_portable' },
-      );
-    }
-    const qemu = await this.deps.qemuVersion();
-    if (snapshot.qemu_version && snapshot.qemu_version !== qemu) {
-      throw AgentError.conflict(
-        `live snapshot ${id} was taken under ${snapshot.qemu_version}; this host has ${qemu}: its memory state cannot resume here (restore a disk snapshot instead)`,
-        { reason: 'not_portable' },
-      );
-    }
-    if (existsSync(snapshot.kernel)) return snapshot.kernel;
-    // Fetched from another host: the same kernel build under this host's data dir.
-    if (basename(snapshot.kernel) === basename(kernel.kernel)) return kernel.kernel;
-    throw AgentError.conflict(
-      `live snapshot ${id} runs guest kernel ${basename(snapshot.kernel)}; this host has ${basename(kernel.kernel)}`,
-      { reason: 'not_portable' },
-    );
-  }
-
-  /** Boots (vm-boot.ts), then `creating` -> `running` and the max runtime timer. */
-  private async boot(vm: Vm, req: CreateVmRequest, from: BootSource): Promise<void> {
-    const { logger } = this.deps;
-    await bootVm(this.deps, vm, req, from, {
-      onSpawned: () => this.rt.save(vm),
-      onExit: (code, signal) => void this.rt.onQemuExit(vm, code, signal),
-    });
-    if (vm.intentionalStop) return;
-    vm.moveTo('running');
-    vm.record.started_at = new Date().toISOString();
-    vm.record.runtime_used_ms = 0;
-    vm.record.running_since = Date.now();
-    this.rt.armTimer(vm);
-    await this.rt.save(vm);
-    logger.info({ vm: vm.record.id, accelerator: vm.record.accelerator, live: from.live }, 'VM running');
   }
 
   /** `DELETE /v1/vms/{id}`: stops QEMU and removes the VM's directory (disk, sockets, log). */
@@ -389,70 +306,13 @@ export class VmManager {
     }
   }
 
-  /**
-   * Asks the guest of every running VM with services for their status (one exec each) and keeps it
-   * in the VM's record, where `GET /v1/vms` reads it. Called every few seconds by the agent
-   * ({@link VmManager.watchServices}); a guest that does not answer keeps its last status.
-   */
-  async refreshServices(): Promise<void> {
-    const vms = [...this.vms.values()].filter(
-      (v) => v.record.state === 'running' && v.channel && v.record.services.length > 0,
-    );
-    await Promise.all(
-      vms.map(async (vm) => {
-        try {
-          const r = await vm.channel!.exec(SERVICE_STATUS_SCRIPT, Buffer.alloc(0), 20, 64 * 1024);
-          if (r.exitCode === 0)
-            vm.record.services = parseServiceStatus(vm.record.services, r.stdout.toString('utf8'));
-        } catch {
-          // The VM stopped or is busy (paused for a snapshot): the next round asks again.
-        }
-      }),
-    );
-  }
-
-  /** Refreshes service statuses every `intervalMs` until `signal` aborts. */
-  watchServices(signal: AbortSignal, intervalMs = 3000): void {
-    const tick = async () => {
-      while (!signal.aborted) {
-        await this.refreshServices().catch(() => undefined);
-        await sleep(intervalMs, signal).catch(() => undefined);
-      }
-    };
-    void tick();
-  }
-
-  /**
-   * `GET /v1/vms/{id}/log?service=NAME`: a window of a service's output (stdout and stderr, and the
-   * supervisor's own `[orch]` lines), read from the guest, where it is kept rotated
-   * (guest-services.ts). Offsets are absolute; `offset` is where the window starts.
-   */
+  /** `GET /v1/vms/{id}/log?service=NAME`: see {@link VmServices.log}; the VM must be running. */
   async serviceLog(
     id: string,
     name: string,
     window: { offset?: number | undefined; tail?: number | undefined },
   ): Promise<{ bytes: Buffer; offset: number; size: number }> {
-    const vm = this.running(id);
-    if (!vm.record.services.some((s) => s.name === name)) {
-      throw AgentError.notFound('service', name);
-    }
-    const r = await vm
-      .channel!.exec(
-        serviceLogScript(name, window, LOG_WINDOW_BYTES),
-        Buffer.alloc(0),
-        30,
-        LOG_WINDOW_BYTES + 64,
-      )
-      .catch((err: Error) => {
-        throw AgentError.unavailable(`could not read the log of service ${name}: ${err.message}`, { id });
-      });
-    const nl = r.stdout.indexOf(0x0a);
-    const [start = 0, size = 0] = r.stdout
-      .subarray(0, Math.max(nl, 0))
-      .toString('utf8')
-      .split(' ')
-      .map(Number);
-    return { bytes: nl < 0 ? Buffer.alloc(0) : r.stdout.subarray(nl + 1), offset: start, size };
+    return this.services.log(this.running(id), name, window);
   }
 
   /** Attaches to the serial console: `onData` gets guest output (an empty buffer at the end); returns the writer and a detach function. */
@@ -493,7 +353,8 @@ export class VmManager {
     }
     const vm = this.running(id);
     const diskBytes = (await stat(join(vm.dir, 'disk.qcow2'))).blocks * 512;
-    await this.requireFreeSpace(
+    await requireFreeSpace(
+      this.deps.layout.root,
       MIN_FREE_BYTES + diskBytes + (req.live ? vm.record.spec.ram_mb * 2 ** 20 : 0),
     );
     const task = vm.busy.then(() => this.measuredSnapshot(vm, req));
@@ -525,16 +386,5 @@ export class VmManager {
   /** `GET /v1/snapshots/{id}/data`: the rootfs artifact (the qcow2 whose sha256 is `digest`). */
   async snapshotData(id: string): Promise<{ path: string; size: number }> {
     return this.snapshots.data(id);
-  }
-
-  private async requireFreeSpace(bytes: number): Promise<void> {
-    const fs = await statfs(this.deps.layout.root);
-    const free = fs.bavail * fs.bsize;
-    if (free < bytes) {
-      throw AgentError.diskFull(
-        `not enough free disk space in ${this.deps.layout.root}: ${Math.floor(free / 2 ** 20)} MiB free, ${Math.ceil(bytes / 2 ** 20)} MiB needed`,
-        { free_bytes: free, needed_bytes: bytes },
-      );
-    }
   }
 }

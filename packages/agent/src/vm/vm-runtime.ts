@@ -3,10 +3,11 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setLongTimeout } from '@support/server';
 import { AgentError } from '../errors.js';
+import type { BootMode } from '../metrics.js';
 import { adoptQemu, endQemu, killStaleQemu, qemuUnder } from './qemu-process.js';
 import { saveState } from './saved-state.js';
 import { Vm, type VmRecord } from './vm.js';
-import { attachVm, bootVm } from './vm-boot.js';
+import { attachVm, type BootSource, bootVm, type GuestStart } from './vm-boot.js';
 import type { VmManagerDeps } from './vm-manager.js';
 
 /** How long saving a paused VM's state may take before the pause fails (and the VM runs on). */
@@ -14,8 +15,8 @@ const SAVE_TIMEOUT_MS = 300_000;
 
 /**
  * What happens to one VM over time, shared by the requests of {@link VmManager}: its record on disk,
- * the max runtime timer, QEMU's end (halt, stop), pause and resume in place (the saved state,
- * saved-state.ts) and re-adoption after an agent restart. The transitions are the ones drawn on
+ * its first boot, the max runtime timer, QEMU's end (halt, stop), pause and resume in place (the
+ * saved state, saved-state.ts) and re-adoption after an agent restart. The transitions are the ones drawn on
  * {@link Vm}; the work on one VM is serialized on `vm.busy`.
  */
 export class VmRuntime {
@@ -222,6 +223,44 @@ export class VmRuntime {
     });
     vm.busy = task.catch(() => undefined);
     await task;
+  }
+
+  /**
+   * The first boot of a VM just created (`vm-boot.ts`), in the background: `creating` -> `running`
+   * and the max runtime timer, or `error` with QEMU's diagnostics; counted in the boot metrics
+   * under `mode`. A VM deleted meanwhile just ends.
+   */
+  startBoot(vm: Vm, start: GuestStart, from: BootSource, mode: BootMode): void {
+    const started = performance.now();
+    void this.boot(vm, start, from)
+      .then(() => {
+        if (vm.record.state !== 'running') return;
+        this.deps.metrics?.boots.inc({ mode, outcome: 'running' });
+        this.deps.metrics?.bootDuration.observe({ mode }, (performance.now() - started) / 1000);
+      })
+      .catch(async (err: unknown) => {
+        const message = err instanceof AgentError || err instanceof Error ? err.message : String(err);
+        if (vm.intentionalStop) return;
+        this.deps.metrics?.boots.inc({ mode, outcome: 'failed' });
+        this.deps.logger.warn({ vm: vm.record.id, err: message }, 'VM failed to start');
+        await this.halt(vm, 'error', `${message}${vm.diagnostics() ? `\n${vm.diagnostics()}` : ''}`);
+      });
+  }
+
+  private async boot(vm: Vm, start: GuestStart, from: BootSource): Promise<void> {
+    const { logger } = this.deps;
+    await bootVm(this.deps, vm, start, from, {
+      onSpawned: () => this.save(vm),
+      onExit: (code, signal) => void this.onQemuExit(vm, code, signal),
+    });
+    if (vm.intentionalStop) return;
+    vm.moveTo('running');
+    vm.record.started_at = new Date().toISOString();
+    vm.record.runtime_used_ms = 0;
+    vm.record.running_since = Date.now();
+    this.armTimer(vm);
+    await this.save(vm);
+    logger.info({ vm: vm.record.id, accelerator: vm.record.accelerator, live: from.live }, 'VM running');
   }
 
   /**
