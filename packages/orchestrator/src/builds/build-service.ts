@@ -1,24 +1,22 @@
 import {
-  AGENT_VM_PATHS,
   type Build,
   type BuildStep,
   type CreateBuildRequest,
-  type Host,
   OrchError,
   SECRET_NAME,
   SECRET_NAME_RULE,
-  SnapshotArtifact,
 } from '@orch/protocol';
 import { Periodic, type Service, sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { toOrchError } from '../api/errors.js';
-import { randomId } from '../crypto/secrets.js';
+import { recordId } from '../crypto/secrets.js';
 import type { EnvironmentService } from '../environments/environment-service.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { OrchdMetrics } from '../metrics.js';
 import { type BuildRow, type BuildsRepo, toBuild } from '../store/builds-repo.js';
-import type { SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
-import { BUILD_LINE_ENV, layerKeys, secretMacs } from './layer-key.js';
+import type { SnapshotsRepo } from '../store/snapshots-repo.js';
+import { LayerCache, type Plan } from './layer-cache.js';
+import { BUILD_LINE_ENV } from './layer-key.js';
 
 /** The image a spec without `image` boots (the agent's default). */
 export const DEFAULT_BUILD_IMAGE = 'busybox';
@@ -38,22 +36,13 @@ export interface BuildSettings {
   readonly pollMs: number;
 }
 
-/** Where a build starts: the keys for one (arch, base digest) and the layers already kept. */
-interface Plan {
-  readonly host: Host;
-  readonly arch: string;
-  readonly digest: string;
-  readonly keys: string[];
-  /** The cached prefix: `hits[i]` is the kept layer of line i. */
-  readonly hits: SnapshotRow[];
-}
-
 /**
  * Builds: each `setup:` line becomes a build layer, a disk snapshot carrying `layer_key`. The
  * cached prefix of the lines is found first (no VM); then one build VM boots from the last cached
  * layer (or the base image), runs each remaining line over exec, and snapshots its disk after
- * each; the key is written with `ready`, so a lookup never finds a half-written layer. The build
- * VM is an environment (placement, capacity, reconciler), deleted when the build ends.
+ * each. The build VM is an environment (placement, capacity, reconciler), deleted when the build
+ * ends. Keys, lookups and writing layers are the {@link LayerCache}'s; this is the build's record
+ * and its VM.
  *
  * As a service it touches its running builds' records every `heartbeatMs` and fails builds whose
  * orchd stopped touching them (it died mid-build); stopping it fails its running builds.
@@ -61,17 +50,20 @@ interface Plan {
 export class BuildService implements Service {
   readonly name = 'builds';
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  private readonly layers: LayerCache;
 
   constructor(
     private readonly repo: BuildsRepo,
-    private readonly snapshots: SnapshotsRepo,
+    snapshots: SnapshotsRepo,
     private readonly envs: EnvironmentService,
     private readonly hosts: HostService,
-    private readonly macKey: Buffer,
+    macKey: Buffer,
     private readonly settings: BuildSettings,
     private readonly logger: Logger,
-    private readonly metrics?: OrchdMetrics,
-  ) {}
+    metrics?: OrchdMetrics,
+  ) {
+    this.layers = new LayerCache(snapshots, hosts, envs.agents, macKey, settings.layerRetentionMs, metrics);
+  }
 
   /**
    * Starts a build: answers at once with the steps and their keys (cached ones already `cached`);
@@ -97,8 +89,8 @@ export class BuildService implements Service {
       }
     }
     const image = req.spec.image ?? DEFAULT_BUILD_IMAGE;
-    const plan = await this.plan(req, image, secrets);
-    const id = randomId('bld_', 12).replace(/[^A-Za-z0-9_-]/g, '');
+    const plan = await this.layers.plan(req, image, secrets);
+    const id = recordId('bld_');
     await this.repo.insert({
       id,
       task_id: req.task_id,
@@ -140,73 +132,6 @@ export class BuildService implements Service {
 
   async list(filter: { task_id?: string | undefined; state?: string | undefined }): Promise<Build[]> {
     return (await this.repo.list(filter)).map(toBuild);
-  }
-
-  /**
-   * The keys for every (arch, base digest) the healthy hosts with the image offer, and the one whose
-   * cached prefix is longest (with `no_cache`, none is looked up). Cache hits get their retention
-   * extended; one that is no longer `ready` ends the prefix.
-   */
-  private async plan(req: CreateBuildRequest, image: string, secrets: Map<string, string>): Promise<Plan> {
-    const all = (await this.hosts.list()).filter((h) => h.kind === 'microvm');
-    const withImage = all.filter((h) => h.images.includes(image));
-    if (withImage.length === 0) {
-      throw OrchError.invalid(`image "${image}" is on no microvm host; nothing can build from it`, {
-        field: 'spec.image',
-      });
-    }
-    const usable = withImage.filter((h) => h.state === 'active' && h.health === 'healthy');
-    if (usable.length === 0) {
-      throw new OrchError(
-        'unavailable',
-        `no active, healthy host has image "${image}" (${withImage.map((h) => `${h.id}: ${h.state}, ${h.health}`).join('; ')})`,
-      );
-    }
-    const macs = secretMacs(this.macKey, secrets);
-    const now = new Date();
-    let best: Plan | undefined;
-    const seen = new Set<string>();
-    for (const host of [...usable].sort((a, b) => (a.id < b.id ? -1 : 1))) {
-      const digest = host.image_details.find((d) => d.name === image)?.digest;
-      if (!digest) continue;
-      if (seen.has(`${host.arch} ${digest}`)) continue;
-      seen.add(`${host.arch} ${digest}`);
-      const keys = layerKeys(
-        {
-          baseDigest: digest,
-          arch: host.arch,
-          storageGb: req.spec.storage_gb,
-          workspace: req.workspace,
-          env: BUILD_LINE_ENV,
-          secretMacs: macs,
-        },
-        req.setup,
-      );
-      const hits: SnapshotRow[] = [];
-      if (!req.no_cache) {
-        for (const key of keys) {
-          const layer = await this.snapshots.findLayer(key, host.arch, now);
-          if (!layer) break;
-          hits.push(layer);
-        }
-      }
-      if (!best || hits.length > best.hits.length) best = { host, arch: host.arch, digest, keys, hits };
-    }
-    if (!best) {
-      throw new OrchError(
-        'unavailable',
-        `no host reports a digest for image "${image}"; layer keys start from it (run orch-agent setup again on ${usable.map((h) => h.id).join(', ')})`,
-      );
-    }
-    const until = new Date(now.getTime() + this.settings.layerRetentionMs);
-    const kept: SnapshotRow[] = [];
-    for (const hit of best.hits) {
-      if (!(await this.snapshots.keepLayer(hit.id, until))) break;
-      kept.push(hit);
-    }
-    const host =
-      kept.length > 0 ? (usable.find((h) => h.id === kept.at(-1)!.host_id) ?? best.host) : best.host;
-    return { ...best, host, hits: kept };
   }
 
   private start(
@@ -259,26 +184,12 @@ export class BuildService implements Service {
       if (!seed && env.host_id !== plan.host.id) {
         // Placed on another host than planned: its base digest and arch make the keys.
         const host = await this.hosts.get(env.host_id);
-        const digest = host.image_details.find(
-          (d) => d.name === (req.spec.image ?? DEFAULT_BUILD_IMAGE),
-        )?.digest;
-        if (!digest)
-          throw new OrchError('unavailable', `host ${host.id} reports no digest for the base image`);
-        const keys = layerKeys(
-          {
-            baseDigest: digest,
-            arch: host.arch,
-            storageGb: req.spec.storage_gb,
-            workspace: req.workspace,
-            env: BUILD_LINE_ENV,
-            secretMacs: secretMacs(this.macKey, secrets),
-          },
-          req.setup,
-        );
+        const on = this.layers.keysOn(host, req.spec.image ?? DEFAULT_BUILD_IMAGE, req, secrets);
+        if (!on) throw new OrchError('unavailable', `host ${host.id} reports no digest for the base image`);
         steps.forEach((s, i) => {
-          s.layer_key = keys[i]!;
+          s.layer_key = on.keys[i]!;
         });
-        await this.repo.update(id, { arch: host.arch, base_digest: digest, steps });
+        await this.repo.update(id, { arch: host.arch, base_digest: on.digest, steps });
       }
       await this.waitRunning(env.id, signal);
       let parent = seed?.id ?? null;
@@ -318,7 +229,15 @@ export class BuildService implements Service {
           );
           return;
         }
-        const snapshotId = await this.layer(env.id, env.host_id, req.task_id, id, i, step.layer_key, parent);
+        const snapshotId = await this.layers.write({
+          vmId: env.id,
+          hostId: env.host_id,
+          taskId: req.task_id,
+          buildId: id,
+          index: i,
+          key: step.layer_key,
+          parent,
+        });
         parent = snapshotId;
         step.state = 'built';
         step.exit_code = 0;
@@ -348,66 +267,6 @@ export class BuildService implements Service {
           );
       }
     }
-  }
-
-  /**
-   * Snapshots the build VM's disk as the layer of line `index`: the record is written `creating`
-   * without a key, and gets its key only together with `ready` and the artifact's digest.
-   */
-  private async layer(
-    vmId: string,
-    hostId: string,
-    taskId: string,
-    buildId: string,
-    index: number,
-    layerKey: string,
-    parent: string | null,
-  ): Promise<string> {
-    const id = randomId('snap_', 12).replace(/[^A-Za-z0-9_-]/g, '');
-    await this.snapshots.insert({
-      id,
-      vm_id: vmId,
-      task_id: taskId,
-      host_id: hostId,
-      parent_snapshot_id: parent,
-      mode: 'build',
-      comment: `build ${buildId}, setup line ${index + 1}`,
-      requested_live: false,
-      retention_until: new Date(Date.now() + this.settings.layerRetentionMs),
-    });
-    const started = performance.now();
-    try {
-      const agent = await this.envs.agents.forHost(hostId);
-      const artifact = await agent.json(
-        'POST',
-        AGENT_VM_PATHS.snapshots(vmId),
-        { snapshot_id: id, live: false },
-        SnapshotArtifact,
-        { timeoutMs: 600_000 },
-      );
-      await this.snapshots.transition(id, ['creating'], 'ready', {
-        kind: artifact.kind,
-        digest: artifact.digest,
-        arch: artifact.arch,
-        size_bytes: artifact.size_bytes,
-        layer_key: layerKey,
-      });
-      this.measured('ok', started);
-      return id;
-    } catch (err) {
-      const apiError = toOrchError(err);
-      this.measured('error', started);
-      await this.snapshots.transition(id, ['creating'], 'error', { last_error: apiError.message });
-      throw apiError;
-    }
-  }
-
-  private measured(outcome: string, started: number): void {
-    this.metrics?.snapshotOperations.inc({ operation: 'create', kind: 'disk', outcome });
-    this.metrics?.snapshotDuration.observe(
-      { operation: 'create', kind: 'disk' },
-      (performance.now() - started) / 1000,
-    );
   }
 
   private async waitRunning(envId: string, signal: AbortSignal): Promise<void> {

@@ -19,3 +19,12 @@ export function secretsEqual(given: string, expected: string): boolean {
 export function randomId(prefix: string, bytes = 9): string {
   return `${prefix}${randomBytes(bytes).toString('base64url')}`;
 }
+
+/**
+ * The id of an environment, snapshot, build or move: the prefix and 12 random bytes in base64url,
+ * whose alphabet is letters, digits, `_` and `-` (no padding), so it is an agent id (`AGENT_ID`
+ * of @orch/protocol) as it stands.
+ */
+export function recordId(prefix: string): string {
+  return randomId(prefix, 12);
+}

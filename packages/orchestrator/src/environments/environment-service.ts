@@ -16,9 +16,9 @@ import {
 import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { toOrchError } from '../api/errors.js';
-import { randomId } from '../crypto/secrets.js';
+import { recordId } from '../crypto/secrets.js';
 import type { TokenBox } from '../crypto/token-box.js';
-import { AgentCallError, MAX_ANSWER_BYTES } from '../hosts/agent-client.js';
+import { MAX_ANSWER_BYTES } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { OrchdMetrics } from '../metrics.js';
 import {
@@ -93,7 +93,7 @@ export class EnvironmentService {
       [VM_SECRET_NAME, randomBytes(32).toString('base64url')] as const,
     ]);
     const snapshot = opts.restore ?? opts.seed;
-    const id = randomId('env_', 12).replace(/[^A-Za-z0-9_-]/g, '');
+    const id = recordId('env_');
     const row = await this.repo.withPlacementLock(async (trx) => {
       const hosts = await this.hosts.list();
       const usage = await this.repo.usage(trx);
@@ -237,12 +237,7 @@ export class EnvironmentService {
 
   /** Deletes the VM on its agent (a VM already gone counts as done) and records `stopped`. */
   async stopOnAgent(row: EnvironmentRow, reason: string | null = null): Promise<void> {
-    const agent = await this.agents.forHost(row.host_id);
-    try {
-      await agent.json('DELETE', AGENT_VM_PATHS.vm(row.id));
-    } catch (err) {
-      if (!(err instanceof AgentCallError && err.kind === 'not_found')) throw err;
-    }
+    await (await this.agents.forHost(row.host_id)).deleteIfPresent(AGENT_VM_PATHS.vm(row.id));
     await this.repo.transition(
       row.id,
       ['running', 'stopping'],
@@ -277,16 +272,10 @@ export class EnvironmentService {
       const moved = await this.repo.transition(id, ['creating'], 'running', {
         ports: portsOf(vm, agentUrl),
         started_at: vm.started_at ? new Date(vm.started_at) : new Date(),
-        expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
+        expires_at: expiryOf(vm),
       });
       if (moved) this.logger.info({ env: id }, 'environment running');
-      else if (
-        await this.repo.refreshRunning(
-          id,
-          portsOf(vm, agentUrl),
-          vm.expires_at ? new Date(vm.expires_at) : null,
-        )
-      ) {
+      else if (await this.repo.refreshRunning(id, portsOf(vm, agentUrl), expiryOf(vm))) {
         this.logger.info({ env: id }, 'environment ports or expiry follow its VM (resumed by its agent)');
       }
     } else if (vm.state === 'error') {
@@ -348,6 +337,11 @@ export function portsOf(vm: AgentVm, agentUrl: string): PortJson[] {
   const wildcard = ['', '0.0.0.0', '::', '[::]'].includes(vm.host_address);
   const host = wildcard ? new URL(agentUrl).hostname.replace(/^\[|\]$/g, '') : vm.host_address;
   return vm.ports.map((p) => ({ port: p.port, as: p.as, host, host_port: p.host_port }));
+}
+
+/** When the agent will stop a VM for its max runtime (`expires_at` as the record keeps it). */
+export function expiryOf(vm: AgentVm): Date | null {
+  return vm.expires_at ? new Date(vm.expires_at) : null;
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   OrchError,
 } from '@orch/protocol';
 import { sleep } from '@support/server';
-import { AgentCallError } from '../hosts/agent-client.js';
+import { isAgentNotFound } from '../hosts/agent-client.js';
 import type { EnvironmentRow } from '../store/environments-repo.js';
 import type { Agents } from './agents.js';
 import type { EnvironmentService } from './environment-service.js';
@@ -110,7 +110,7 @@ export class LogService {
       answer = await agent.bytes(`${AGENT_VM_PATHS.log(row.id)}?${search}`, LOG_WINDOW_BYTES);
     } catch (err) {
       // Not on its agent yet (being placed) or no longer: no output so far.
-      if (err instanceof AgentCallError && err.kind === 'not_found' && row.state !== 'running')
+      if (isAgentNotFound(err) && row.state !== 'running')
         return { bytes: new Uint8Array(0), offset: 0, size: 0 };
       throw err;
     }

@@ -7,22 +7,19 @@ import {
   type MoveState,
   manifestServices,
   OrchError,
-  SnapshotArtifact,
 } from '@orch/protocol';
 import { type Logger, sleep } from '@support/server';
 import { toOrchError } from '../api/errors.js';
-import { randomId } from '../crypto/secrets.js';
-import { AgentCallError } from '../hosts/agent-client.js';
+import { recordId } from '../crypto/secrets.js';
+import { AgentCallError, type AgentClient, isAgentNotFound } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { EnvironmentRow, EnvironmentsRepo, HostUsage } from '../store/environments-repo.js';
 import { type MoveRow, type MovesRepo, toMove } from '../store/moves-repo.js';
-import type { SnapshotRow } from '../store/snapshots-repo.js';
-import { type EnvironmentService, portsOf } from './environment-service.js';
+import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
+import { deleteArtifact, fetchArtifact, writeLiveArtifact } from './move-artifact.js';
+import { AGENT_PAUSE_TIMEOUT_MS, recordResumed } from './pause-service.js';
 import { place } from './scheduler.js';
-import { TRANSFER_TIMEOUT_MS, type TravelService } from './travel-service.js';
-
-/** How long an agent may take to pause or resume a VM. */
-const AGENT_PAUSE_TIMEOUT_MS = 300_000;
+import type { TravelService } from './travel-service.js';
 
 /**
  * Host drain: cordon, then move each running environment to another host by live snapshot,
@@ -32,7 +29,8 @@ const AGENT_PAUSE_TIMEOUT_MS = 300_000;
  *    `pausing` then `paused`. The downtime starts here.
  * 2. `transferring`: the source writes a live artifact of the paused VM (its saved state decrypted,
  *    its disk flattened; the checksums are kept in the move), and the target fetches it from the
- *    source over the agent protocol, verifying both checksums.
+ *    source over the agent protocol, verifying both checksums (the agents' side of this step is
+ *    `move-artifact.ts`).
  * 3. `restoring`: the environment reads `resuming`; the target starts the VM under the **same id**
  *    from the artifact with the environment's request and secrets; once it runs, the record
  *    switches `host_id`, ports (URLs) and `expires_at`, records `last_move` with the downtime, and
@@ -105,11 +103,11 @@ export class MoveService {
             if (!p.ok) throw new OrchError('unavailable', p.message);
             extra.set(p.host.id, add(extra.get(p.host.id), spec(env)));
             return this.moves.insert({
-              id: randomId('mv_', 12).replace(/[^A-Za-z0-9_-]/g, ''),
+              id: recordId('mv_'),
               environment_id: env.id,
               from_host_id: hostId,
               to_host_id: p.host.id,
-              artifact_id: randomId('mva_', 12).replace(/[^A-Za-z0-9_-]/g, ''),
+              artifact_id: recordId('mva_'),
             });
           }),
         );
@@ -195,24 +193,9 @@ export class MoveService {
         await this.moves.update(m.id, { state });
       }
       if (state === 'transferring') {
-        // Idempotent: whatever an interrupted attempt left is removed first.
-        await deleteArtifact(source, m.artifact_id);
-        await deleteArtifact(target, m.artifact_id);
-        const artifact = await source.json(
-          'POST',
-          AGENT_VM_PATHS.snapshots(envId),
-          { snapshot_id: m.artifact_id, live: true },
-          SnapshotArtifact,
-          { timeoutMs: TRANSFER_TIMEOUT_MS },
-        );
-        if (artifact.kind !== 'live' || !artifact.state_digest)
-          throw new Error('the source could not write the live state of the paused VM');
+        const artifact = await writeLiveArtifact(m, source, target);
         await this.moves.update(m.id, { digest: artifact.digest, state_digest: artifact.state_digest });
-        await this.travel.ensureOn(
-          pseudoSnapshot(m, artifact.digest, artifact.state_digest, artifact.accelerator),
-          m.to_host_id,
-          m.artifact_id,
-        );
+        await fetchArtifact(this.travel, m, artifact);
         state = 'restoring';
         await this.moves.update(m.id, { state });
       }
@@ -233,7 +216,7 @@ export class MoveService {
         const downtime = Date.now() - (m.paused_at ?? new Date()).getTime();
         const switched = await this.repo.switchHost(envId, m.from_host_id, m.to_host_id, {
           ports: portsOf(vm, target.baseUrl),
-          expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
+          expires_at: expiryOf(vm),
           last_move: {
             from_host_id: m.from_host_id,
             to_host_id: m.to_host_id,
@@ -250,8 +233,8 @@ export class MoveService {
         // Best effort: a source that does not answer keeps a paused VM that the reconciler
         // deletes later (a VM on a host its environment is not on is an orphan).
         await source.json('DELETE', AGENT_VM_PATHS.vm(envId)).catch(() => undefined);
-        await deleteArtifact(source, m.artifact_id).catch(() => undefined);
-        await deleteArtifact(target, m.artifact_id).catch(() => undefined);
+        await deleteArtifact(source, m).catch(() => undefined);
+        await deleteArtifact(target, m).catch(() => undefined);
       }
     } catch (err) {
       const reason = toOrchError(err).message;
@@ -261,10 +244,7 @@ export class MoveService {
   }
 
   /** The target VM once it runs (a failure or the create timeout is an error). */
-  private async waitRunning(
-    target: Awaited<ReturnType<EnvironmentService['agents']['forHost']>>,
-    envId: string,
-  ): Promise<AgentVm> {
+  private async waitRunning(target: AgentClient, envId: string): Promise<AgentVm> {
     const deadline = Date.now() + this.createTimeoutMs;
     for (;;) {
       const vm = await target.json('GET', AGENT_VM_PATHS.vm(envId), undefined, AgentVm);
@@ -293,14 +273,14 @@ export class MoveService {
       const target = await this.envs.agents.forHost(m.to_host_id).catch(() => undefined);
       if (target) {
         await target.json('DELETE', AGENT_VM_PATHS.vm(envId)).catch(() => undefined);
-        await deleteArtifact(target, m.artifact_id).catch(() => undefined);
+        await deleteArtifact(target, m).catch(() => undefined);
       }
       const source = await this.envs.agents.forHost(m.from_host_id);
       let vm: AgentVm;
       try {
         vm = await source.json('GET', AGENT_VM_PATHS.vm(envId), undefined, AgentVm);
       } catch (err) {
-        if (!(err instanceof AgentCallError && err.kind === 'not_found')) throw err;
+        if (!isAgentNotFound(err)) throw err;
         await this.repo.transition(envId, [(env?.state ?? 'paused') as EnvironmentState], 'error', {
           last_error: 'the VM is gone from its host (during a move)',
         });
@@ -326,12 +306,8 @@ export class MoveService {
       }
       if (vm.state !== 'running') throw new Error(`the source VM is ${vm.state}`);
       await this.repo.transition(envId, ['paused'], 'resuming');
-      await this.repo.transition(envId, ['pausing', 'resuming'], 'running', {
-        ports: portsOf(vm, source.baseUrl),
-        expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
-        last_error: null,
-      });
-      await deleteArtifact(source, m.artifact_id);
+      await recordResumed(this.repo, envId, vm, source.baseUrl);
+      await deleteArtifact(source, m);
       await this.moves.update(m.id, { state: 'rolled_back', reason });
       this.logger.warn(
         { env: envId, move: m.id, reason },
@@ -359,44 +335,5 @@ function add(a: HostUsage | undefined, b: HostUsage): HostUsage {
     ram_mb: (a?.ram_mb ?? 0) + b.ram_mb,
     disk_gb: (a?.disk_gb ?? 0) + b.disk_gb,
     gpus: a?.gpus ?? {},
-  };
-}
-
-async function deleteArtifact(
-  agent: Awaited<ReturnType<EnvironmentService['agents']['forHost']>>,
-  id: string,
-): Promise<void> {
-  try {
-    await agent.json('DELETE', AGENT_VM_PATHS.snapshot(id));
-  } catch (err) {
-    if (!(err instanceof AgentCallError && err.kind === 'not_found')) throw err;
-  }
-}
-
-/** The moving artifact as a snapshot row, for {@link TravelService.ensureOn} (never stored). */
-function pseudoSnapshot(m: MoveRow, digest: string, stateDigest: string, accelerator?: string): SnapshotRow {
-  const now = new Date();
-  return {
-    id: m.artifact_id,
-    vm_id: m.environment_id,
-    task_id: null,
-    host_id: m.from_host_id,
-    parent_snapshot_id: null,
-    mode: 'move',
-    state: 'ready',
-    comment: null,
-    requested_live: true,
-    kind: 'live',
-    arch: null,
-    digest,
-    state_digest: stateDigest,
-    accelerator: accelerator ?? null,
-    size_bytes: null,
-    retention_until: null,
-    last_error: null,
-    export_ref: null,
-    layer_key: null,
-    created_at: now,
-    updated_at: now,
   };
 }

@@ -1,14 +1,14 @@
 import { AGENT_VM_PATHS, AgentVm, type Environment, type EnvironmentState, OrchError } from '@orch/protocol';
 import type { Logger } from '@support/server';
 import { toOrchError } from '../api/errors.js';
-import { AgentCallError } from '../hosts/agent-client.js';
+import { isAgentNotFound } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
-import { type EnvironmentService, portsOf } from './environment-service.js';
+import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
 import { place } from './scheduler.js';
 
 /** How long orchd waits for an agent to pause or resume a VM (its memory is written or read). */
-const AGENT_PAUSE_TIMEOUT_MS = 300_000;
+export const AGENT_PAUSE_TIMEOUT_MS = 300_000;
 
 /**
  * Pause and resume in place (`POST /v1/environments/{id}?action=pause|resume`), on the
@@ -74,7 +74,7 @@ export class PauseService {
       await this.settle(id);
       throw toOrchError(err);
     }
-    await this.running(id, vm, agent.baseUrl);
+    await recordResumed(this.repo, id, vm, agent.baseUrl);
     this.logger.info({ env: id }, 'environment resumed');
     return this.envs.get(id);
   }
@@ -94,25 +94,35 @@ export class PauseService {
     try {
       vm = await agent.json('GET', AGENT_VM_PATHS.vm(id), undefined, AgentVm);
     } catch (err) {
-      if (err instanceof AgentCallError && err.kind === 'not_found') {
+      if (isAgentNotFound(err)) {
         await this.repo.transition(id, from, 'error', { last_error: 'the VM is gone from its host' });
       }
       return;
     }
-    if (vm.state === 'running') await this.running(id, vm, agent.baseUrl);
+    if (vm.state === 'running') await recordResumed(this.repo, id, vm, agent.baseUrl);
     else if (vm.state === 'paused')
       await this.repo.transition(id, from, 'paused', { expires_at: null, ports: [] });
     else if (vm.state === 'error' || vm.state === 'stopped')
       await this.repo.transition(id, from, 'error', { last_error: vm.error ?? `the VM is ${vm.state}` });
   }
+}
 
-  private async running(id: string, vm: AgentVm, agentUrl: string): Promise<void> {
-    await this.repo.transition(id, ['pausing', 'resuming'], 'running', {
-      ports: portsOf(vm, agentUrl),
-      expires_at: vm.expires_at ? new Date(vm.expires_at) : null,
-      last_error: null,
-    });
-  }
+/**
+ * A `pausing` or `resuming` environment whose VM runs (again) on the agent at `agentUrl`:
+ * `running`, with the VM's ports and `expires_at`, and no error. Also a move's rollback, whose
+ * source resumed the VM.
+ */
+export async function recordResumed(
+  repo: EnvironmentsRepo,
+  id: string,
+  vm: AgentVm,
+  agentUrl: string,
+): Promise<void> {
+  await repo.transition(id, ['pausing', 'resuming'], 'running', {
+    ports: portsOf(vm, agentUrl),
+    expires_at: expiryOf(vm),
+    last_error: null,
+  });
 }
 
 /** `409 conflict`: the environment is not in the one state the action starts from. */

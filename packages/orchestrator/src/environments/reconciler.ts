@@ -3,7 +3,7 @@ import { type Logger, Periodic, type Service } from '@support/server';
 import type { OrchdMetrics } from '../metrics.js';
 import { ACTIVE_STATES, type EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
-import type { EnvironmentService } from './environment-service.js';
+import { type EnvironmentService, expiryOf } from './environment-service.js';
 import type { ExportService } from './export-service.js';
 import type { MoveService } from './move-service.js';
 import type { PauseService } from './pause-service.js';
@@ -100,8 +100,7 @@ export class Reconciler implements Service {
           // resumed the VM around a restart): its VM's expiry wins, and a VM the agent holds
           // paused or is resuming is not running out.
           const heldByAgent = vm && ['pausing', 'paused', 'resuming'].includes(vm.state);
-          const expires =
-            vm?.state === 'running' ? (vm.expires_at ? new Date(vm.expires_at) : null) : env.expires_at;
+          const expires = vm?.state === 'running' ? expiryOf(vm) : env.expires_at;
           try {
             if (
               env.state === 'stopping' ||

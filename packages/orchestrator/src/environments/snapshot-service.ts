@@ -8,10 +8,10 @@ import {
 } from '@orch/protocol';
 import type { Logger } from 'pino';
 import { toOrchError } from '../api/errors.js';
-import { randomId } from '../crypto/secrets.js';
-import { AgentCallError } from '../hosts/agent-client.js';
+import { recordId } from '../crypto/secrets.js';
 import type { OrchdMetrics } from '../metrics.js';
 import { type SnapshotRow, type SnapshotsRepo, toSnapshot } from '../store/snapshots-repo.js';
+import type { Agents } from './agents.js';
 import type { EnvironmentService } from './environment-service.js';
 import type { ExportService } from './export-service.js';
 
@@ -41,54 +41,36 @@ export class SnapshotService {
         { state: env.state },
       );
     }
-    const id = randomId('snap_', 12).replace(/[^A-Za-z0-9_-]/g, '');
-    await this.repo.insert({
-      id,
-      vm_id: env.id,
-      task_id: env.task_id,
-      host_id: env.host_id,
-      parent_snapshot_id: env.restored_from_snapshot_id ?? env.seed_snapshot_id,
-      mode: body.mode === '' ? 'manual' : body.mode,
-      comment: body.comment ?? null,
-      requested_live: body.live,
-      retention_until: body.retention_until ? new Date(body.retention_until) : null,
-      ...(body.export_destination
-        ? {
-            export: {
-              destination: body.export_destination,
-              status: body.export_status === '' ? 'pending' : body.export_status,
-            },
-          }
-        : {}),
-    });
-    const started = performance.now();
-    try {
-      const agent = await this.envs.agents.forHost(env.host_id);
-      const artifact = await agent.json(
-        'POST',
-        AGENT_VM_PATHS.snapshots(env.id),
-        { snapshot_id: id, live: body.live },
-        SnapshotArtifact,
-        { timeoutMs: 600_000 },
-      );
-      await this.repo.transition(id, ['creating'], 'ready', {
-        kind: artifact.kind,
-        digest: artifact.digest,
-        arch: artifact.arch,
-        size_bytes: artifact.size_bytes,
-        state_digest: artifact.state_digest ?? null,
-        accelerator: artifact.accelerator ?? null,
-      });
-      this.measured('create', artifact.kind, 'ok', started);
+    const taken = await takeSnapshot(
+      { agents: this.envs.agents, repo: this.repo, metrics: this.metrics },
+      {
+        vm_id: env.id,
+        task_id: env.task_id,
+        host_id: env.host_id,
+        parent_snapshot_id: env.restored_from_snapshot_id ?? env.seed_snapshot_id,
+        mode: body.mode === '' ? 'manual' : body.mode,
+        comment: body.comment ?? null,
+        requested_live: body.live,
+        retention_until: body.retention_until ? new Date(body.retention_until) : null,
+        ...(body.export_destination
+          ? {
+              export: {
+                destination: body.export_destination,
+                status: body.export_status === '' ? 'pending' : body.export_status,
+              },
+            }
+          : {}),
+      },
+      (a) => ({ state_digest: a.state_digest ?? null, accelerator: a.accelerator ?? null }),
+    );
+    const id = taken.id;
+    if (taken.ok) {
       this.logger.info(
-        { snapshot: id, env: env.id, kind: artifact.kind, requested_live: body.live },
+        { snapshot: id, env: env.id, kind: taken.artifact.kind, requested_live: body.live },
         'snapshot ready',
       );
-    } catch (err) {
-      const apiError = toOrchError(err);
-      this.measured('create', body.live ? 'live' : 'disk', 'error', started);
-      await this.repo.transition(id, ['creating'], 'error', { last_error: apiError.message });
-      this.logger.warn({ snapshot: id, err: apiError.message }, 'snapshot failed');
+    } else {
+      this.logger.warn({ snapshot: id, err: taken.error.message }, 'snapshot failed');
     }
     // The answer shows the export as requested (a caller's status verbatim); the exporter's
     // outcome follows on later reads.
@@ -135,13 +117,11 @@ export class SnapshotService {
     try {
       // A host that was removed took its artifact with it: nothing to delete there.
       if (hostIds.includes(row.host_id))
-        await (await this.envs.agents.forHost(row.host_id)).json('DELETE', AGENT_VM_PATHS.snapshot(id));
+        await (await this.envs.agents.forHost(row.host_id)).deleteIfPresent(AGENT_VM_PATHS.snapshot(id));
     } catch (err) {
-      if (!(err instanceof AgentCallError && err.kind === 'not_found')) {
-        const apiError = toOrchError(err);
-        await this.repo.transition(id, ['deleting'], 'deleting', { last_error: apiError.message });
-        throw apiError;
-      }
+      const apiError = toOrchError(err);
+      await this.repo.transition(id, ['deleting'], 'deleting', { last_error: apiError.message });
+      throw apiError;
     }
     // Copies fetched by other hosts for cross-host restores go too (best effort: a host that does
     // not answer keeps its copy until it is removed).
@@ -194,14 +174,9 @@ export class SnapshotService {
       outcome = 'ok';
       return restored;
     } finally {
-      this.measured('restore', row.kind ?? 'disk', outcome, started);
+      measured(this.metrics, 'restore', row.kind ?? 'disk', outcome, started);
       await this.repo.transition(id, ['restoring'], 'ready');
     }
-  }
-
-  private measured(operation: 'create' | 'restore', kind: string, outcome: string, started: number): void {
-    this.metrics?.snapshotOperations.inc({ operation, kind, outcome });
-    this.metrics?.snapshotDuration.observe({ operation, kind }, (performance.now() - started) / 1000);
   }
 
   /** Deletes snapshots whose `retention_until` has passed. */
@@ -220,4 +195,62 @@ export class SnapshotService {
     }
     return n;
   }
+}
+
+/**
+ * Takes a snapshot of VM `record.vm_id` on its host `record.host_id`: writes the record
+ * `creating`, has the agent write the artifact (`live` as `record.requested_live`), and records
+ * the outcome: `ready` with the artifact's kind, digest, arch and size plus `ready(artifact)`'s
+ * fields in the same write (a build layer's key arrives with `ready`, never before it), or `error`
+ * with the reason, which is answered too. Snapshots of environments and build layers are both
+ * taken here, and both count in the `create` snapshot metrics. Throws only when the store fails.
+ */
+export async function takeSnapshot(
+  deps: {
+    readonly agents: Agents;
+    readonly repo: SnapshotsRepo;
+    readonly metrics?: OrchdMetrics | undefined;
+  },
+  record: Omit<Parameters<SnapshotsRepo['insert']>[0], 'id'>,
+  ready: (artifact: SnapshotArtifact) => Parameters<SnapshotsRepo['transition']>[3],
+): Promise<{ id: string } & ({ ok: true; artifact: SnapshotArtifact } | { ok: false; error: OrchError })> {
+  const id = recordId('snap_');
+  await deps.repo.insert({ id, ...record });
+  const live = record.requested_live;
+  const started = performance.now();
+  try {
+    const agent = await deps.agents.forHost(record.host_id);
+    const artifact = await agent.json(
+      'POST',
+      AGENT_VM_PATHS.snapshots(record.vm_id),
+      { snapshot_id: id, live },
+      SnapshotArtifact,
+      { timeoutMs: 600_000 },
+    );
+    await deps.repo.transition(id, ['creating'], 'ready', {
+      kind: artifact.kind,
+      digest: artifact.digest,
+      arch: artifact.arch,
+      size_bytes: artifact.size_bytes,
+      ...ready(artifact),
+    });
+    measured(deps.metrics, 'create', artifact.kind, 'ok', started);
+    return { id, ok: true, artifact };
+  } catch (err) {
+    const error = toOrchError(err);
+    measured(deps.metrics, 'create', live ? 'live' : 'disk', 'error', started);
+    await deps.repo.transition(id, ['creating'], 'error', { last_error: error.message });
+    return { id, ok: false, error };
+  }
+}
+
+function measured(
+  metrics: OrchdMetrics | undefined,
+  operation: 'create' | 'restore',
+  kind: string,
+  outcome: string,
+  started: number,
+): void {
+  metrics?.snapshotOperations.inc({ operation, kind, outcome });
+  metrics?.snapshotDuration.observe({ operation, kind }, (performance.now() - started) / 1000);
 }

@@ -47,6 +47,11 @@ export class AgentCallError extends OrchError {
   }
 }
 
+/** Whether an agent call failed with the agent's 404: it has no such VM or snapshot. */
+export function isAgentNotFound(err: unknown): boolean {
+  return err instanceof AgentCallError && err.kind === 'not_found';
+}
+
 /** Largest agent answer read by default (the README's 1 MiB); exec results are allowed more. */
 export const MAX_ANSWER_BYTES = 1 << 20;
 /** Largest error answer read from an agent. */
@@ -120,6 +125,15 @@ export class AgentClient {
       );
     }
     return parsed.data;
+  }
+
+  /** `DELETE` of a VM or snapshot: one the agent does not have (404) counts as deleted. */
+  async deleteIfPresent(path: string): Promise<void> {
+    try {
+      await this.json('DELETE', path);
+    } catch (err) {
+      if (!isAgentNotFound(err)) throw err;
+    }
   }
 
   /** A `GET` whose answer is raw bytes (at most `maxBytes`), with the answer's headers. */
