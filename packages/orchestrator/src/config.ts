@@ -164,6 +164,13 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(15, { max: 3600 }),
     description: 'seconds between heartbeats (and credential re-checks) on GET /v1/events',
   },
+  streamRecheckSec: {
+    env: 'ORCH_STREAM_RECHECK_SEC',
+    flag: '--stream-recheck-sec <s>',
+    schema: secondsSchema(5, { max: 3600 }),
+    description:
+      'seconds between re-checks of the sessions and API keys of open connections (console, events, log follow) against the store: one logged out or revoked on another orchd ends them within this',
+  },
   layerRetentionDays: {
     env: 'ORCH_LAYER_RETENTION_DAYS',
     flag: '--layer-retention-days <days>',

@@ -29,6 +29,7 @@ import { travelRoutes } from './api/routes/travel.js';
 import { Authenticator } from './auth/authenticator.js';
 import { BrowserSessions } from './auth/browser-sessions.js';
 import { CidrAllowlist } from './auth/cidr-allowlist.js';
+import { ConnectionGuard } from './auth/connection-guard.js';
 import { LoginThrottle } from './auth/login-throttle.js';
 import { SessionSigner } from './auth/session-cookie.js';
 import { BuildService } from './builds/build-service.js';
@@ -107,6 +108,12 @@ export class Orchestrator implements Service, Startable {
       ? new BrowserSessions(new SessionSigner(config.authToken), new RevokedSessionsRepo(this.store.db))
       : undefined;
     const auth = new Authenticator(config.authToken, apiKeys, sessions);
+    // Long-lived connections end with the session or key that opened them (README, "Open connections").
+    const guard = new ConnectionGuard(
+      { ...(sessions ? { sessions } : {}), ...(apiKeys ? { apiKeys } : {}) },
+      config.streamRecheckSec * 1000,
+      logger,
+    );
     const loginThrottle = new LoginThrottle({
       maxFailures: config.loginMaxFailures,
       maxGlobalFailures: config.loginMaxFailuresAll,
@@ -157,17 +164,17 @@ export class Orchestrator implements Service, Startable {
       logger,
       metrics,
     );
-    const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, logger);
+    const consoles = new ConsoleProxy(allowlist, auth, envs, hostsRepo, hosts, guard, logger);
     this.consoles = consoles;
 
     const routes: AnyRoute[] = [
-      ...sessionRoutes(auth, sessions, loginThrottle, config.secureCookies),
+      ...sessionRoutes(auth, sessions, loginThrottle, config.secureCookies, guard),
       ...hostRoutes(hosts, moves),
-      ...apiKeyRoutes(apiKeys),
-      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents)),
+      ...apiKeyRoutes(apiKeys, guard),
+      ...environmentRoutes(envs, pauses, snapshots, snapshotsRepo, new LogService(envs, agents), guard),
       ...travelRoutes(snapshots, exportsService, moves),
       ...buildRoutes(builds),
-      ...eventRoutes(events, auth, config.eventsHeartbeatSec * 1000),
+      ...eventRoutes(events, guard, config.eventsHeartbeatSec * 1000),
     ];
     const openapi = route({
       method: 'GET',
@@ -197,7 +204,7 @@ export class Orchestrator implements Service, Startable {
       metrics,
       { moves, exports: exportsService },
     );
-    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events, builds]);
+    this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events, builds, guard]);
 
     this.server = createHttpServer(getRequestListener(app.fetch, { hostname: config.host }), {
       envelope: malformed,

@@ -81,6 +81,10 @@ export class FakeAgent {
   } = {};
   /** How long taking a snapshot takes. */
   snapshotMs = 0;
+  /** When set, exec answers wait for it (a command that runs until the test says it ended). */
+  execGate: Promise<void> | undefined;
+  /** Exec requests received. */
+  execs = 0;
   readonly vms = new Map<string, AgentVm>();
   /** The create requests received, secrets included, for assertions. */
   readonly created: CreateVmRequest[] = [];
@@ -256,6 +260,8 @@ export class FakeAgent {
     if (parts[1] === 'vms' && parts[3] === 'exec' && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
       const exec = ExecRequest.parse(JSON.parse(body));
+      this.execs++;
+      await this.execGate;
       const timedOut = exec.argv[0] === 'sleep';
       return send(200, {
         exit_code: timedOut ? null : exec.argv[0] === 'false' ? 1 : 0,

@@ -2,13 +2,16 @@ import { API_KEY_PREFIX, OrchError } from '@orch/protocol';
 import { secretsEqual } from '../crypto/secrets.js';
 import type { ApiKeysRepo } from '../store/api-keys-repo.js';
 import type { BrowserSessions } from './browser-sessions.js';
+import type { SessionClaims } from './session-cookie.js';
 
 /**
  * Who is calling. `anonymous` exists only in pass-through mode (no master token and no key store),
- * where it is admitted everywhere, master-only routes included (orchestrator.md, rule 4).
+ * where it is admitted everywhere, master-only routes included (orchestrator.md, rule 4). A
+ * browser session is the master's, and says which session it is (`session`), so that a
+ * connection it opened can be ended with it (`ConnectionGuard`).
  */
 export type Principal =
-  | { readonly kind: 'master' }
+  | { readonly kind: 'master'; readonly session?: SessionClaims }
   | { readonly kind: 'api_key'; readonly id: string }
   | { readonly kind: 'anonymous' };
 
@@ -58,7 +61,8 @@ export class Authenticator {
     }
     if (creds.sessionCookie !== undefined) {
       // A logged-out (revoked) session gets exactly the answer of a forged or expired one.
-      if (await this.sessions?.isValid(creds.sessionCookie)) return { kind: 'master' };
+      const session = await this.sessions?.live(creds.sessionCookie);
+      if (session) return { kind: 'master', session };
       throw unauthorized('the browser session is invalid or has expired: log in again', true);
     }
     throw unauthorized('missing credentials: send "Authorization: Bearer <token>"', false);

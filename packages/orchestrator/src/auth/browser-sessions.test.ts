@@ -13,6 +13,10 @@ class SharedList implements RevocationList {
     this.reads++;
     return this.rows.has(sid);
   }
+  async revokedAmong(sids: readonly string[]): Promise<Set<string>> {
+    this.reads++;
+    return new Set(sids.filter((sid) => this.rows.has(sid)));
+  }
 }
 
 const DAY = 24 * 3600 * 1000;
@@ -26,7 +30,7 @@ describe('BrowserSessions', () => {
     const value = a.issue();
     expect(await a.isValid(value)).toBe(true);
     expect(await b.isValid(value)).toBe(true);
-    expect(await b.end(value)).toBe(true);
+    expect(await b.end(value)).toEqual(signer.open(value));
     expect(await b.isValid(value)).toBe(false);
     // `a` had seen the session valid a moment ago: that was not cached.
     expect(await a.isValid(value)).toBe(false);
@@ -63,6 +67,23 @@ describe('BrowserSessions', () => {
     expect(list.reads).toBe(reads);
   });
 
+  test('revokedAmong: one store read for all sessions not known revoked; those found are remembered', async () => {
+    const list = new SharedList();
+    const signer = new SessionSigner('master');
+    const here = new BrowserSessions(signer, list);
+    const [a, b, c] = [here.issue(), here.issue(), here.issue()];
+    const claims = [a, b, c].map((v) => signer.open(v)!);
+    await here.end(a);
+    await new BrowserSessions(signer, list).end(b);
+    const reads = list.reads;
+    expect(await here.revokedAmong(claims)).toEqual(new Set([claims[0]!.sid, claims[1]!.sid]));
+    expect(list.reads).toBe(reads + 1);
+    expect(await here.isValid(b)).toBe(false);
+    expect(list.reads).toBe(reads + 1);
+    expect(await here.revokedAmong(claims.slice(0, 2))).toEqual(new Set([claims[0]!.sid, claims[1]!.sid]));
+    expect(list.reads).toBe(reads + 1);
+  });
+
   test('values that are no live session have nothing to end and never reach the store', async () => {
     const list = new SharedList();
     const clock = { now: Date.now() };
@@ -70,7 +91,7 @@ describe('BrowserSessions', () => {
     const expired = new SessionSigner('master').issue(clock.now - 8 * DAY);
     const foreign = new SessionSigner('another master').issue(clock.now);
     for (const value of ['', 'garbage', 'a.b', expired, foreign]) {
-      expect(await sessions.end(value), value).toBe(false);
+      expect(await sessions.end(value), value).toBeUndefined();
       expect(await sessions.isValid(value), value).toBe(false);
     }
     expect(list.rows.size).toBe(0);

@@ -2,7 +2,7 @@ import type { RevokedSessionsRepo } from '../store/revoked-sessions-repo.js';
 import type { SessionClaims, SessionSigner } from './session-cookie.js';
 
 /** Where revoked sessions are recorded: the store (`RevokedSessionsRepo`), shared by every `orchd`. */
-export type RevocationList = Pick<RevokedSessionsRepo, 'revoke' | 'isRevoked'>;
+export type RevocationList = Pick<RevokedSessionsRepo, 'revoke' | 'isRevoked' | 'revokedAmong'>;
 
 /** Revoked session ids remembered in memory at most (the oldest is forgotten first). */
 export const REVOKED_CACHE_SIZE = 10_000;
@@ -19,6 +19,10 @@ export const REVOKED_CACHE_SIZE = 10_000;
  * cookie-authenticated request of a live session costs one primary-key read, as each API-key
  * request does (bearer requests never pay it). A store outage makes a cookie request fail as
  * `503 unavailable` rather than admit a session that may have been revoked.
+ *
+ * Connections that outlive their request (console, event stream, log follow) are not re-checked
+ * here: `ConnectionGuard` holds them and asks {@link BrowserSessions.revokedAmong} about all their
+ * sessions at once.
  */
 export class BrowserSessions {
   readonly #signer: SessionSigner;
@@ -40,24 +44,51 @@ export class BrowserSessions {
 
   /** Whether `value` is a session this master token issued that has neither expired nor been revoked. */
   async isValid(value: string): Promise<boolean> {
-    const claims = this.#signer.open(value, this.#now());
-    if (!claims) return false;
-    if (this.#known.has(claims.sid)) return false;
-    if (!(await this.#revoked.isRevoked(claims.sid))) return true;
-    this.#remember(claims);
-    return false;
+    return (await this.live(value)) !== undefined;
   }
 
   /**
-   * Ends the session `value` everywhere: records its id as revoked in the store. A value that is
-   * not a live session (garbage, another master token's, expired) has nothing to end: false.
+   * The claims of `value` when it is a session this master token issued that has neither expired
+   * nor been revoked (one store read, see the class comment), else undefined.
    */
-  async end(value: string): Promise<boolean> {
+  async live(value: string): Promise<SessionClaims | undefined> {
     const claims = this.#signer.open(value, this.#now());
-    if (!claims) return false;
+    if (!claims) return undefined;
+    if (this.#known.has(claims.sid)) return undefined;
+    if (!(await this.#revoked.isRevoked(claims.sid))) return claims;
+    this.#remember(claims);
+    return undefined;
+  }
+
+  /**
+   * Ends the session `value` everywhere: records its id as revoked in the store, and answers the
+   * claims of the session it ended. A value that is not a live session (garbage, another master
+   * token's, expired) has nothing to end: undefined.
+   */
+  async end(value: string): Promise<SessionClaims | undefined> {
+    const claims = this.#signer.open(value, this.#now());
+    if (!claims) return undefined;
     if (!this.#known.has(claims.sid)) await this.#revoked.revoke(claims.sid, new Date(claims.exp * 1000));
     this.#remember(claims);
-    return true;
+    return claims;
+  }
+
+  /**
+   * The ids of `sessions` that have been revoked: those remembered here, plus one store query for
+   * all the others together (none when every one is remembered). Found ones are remembered.
+   * Rejects when the store cannot answer.
+   */
+  async revokedAmong(sessions: readonly SessionClaims[]): Promise<Set<string>> {
+    const revoked = new Set(sessions.filter((s) => this.#known.has(s.sid)).map((s) => s.sid));
+    const unknown = sessions.filter((s) => !revoked.has(s.sid));
+    if (unknown.length === 0) return revoked;
+    const found = await this.#revoked.revokedAmong(unknown.map((s) => s.sid));
+    for (const s of unknown) {
+      if (!found.has(s.sid)) continue;
+      revoked.add(s.sid);
+      this.#remember(s);
+    }
+    return revoked;
   }
 
   #remember({ sid, exp }: SessionClaims): void {

@@ -7,6 +7,12 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { rawErrorResponse, toOrchError } from '../api/errors.js';
 import { type Authenticator, requireMaster } from '../auth/authenticator.js';
 import type { CidrAllowlist } from '../auth/cidr-allowlist.js';
+import {
+  type ConnectionGuard,
+  type CredentialEnded,
+  type Hold,
+  WS_CREDENTIAL_ENDED,
+} from '../auth/connection-guard.js';
 import { crossSiteRefusal } from '../auth/same-origin.js';
 import { AgentCallError, requireDialable } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
@@ -20,7 +26,9 @@ const ATTACH_PATH = /^\/v1\/environments\/([^/]+)\/attach$/;
  * to the agent's console WebSocket. Binary frames both ways carry console bytes. The same checks as
  * the API run before the upgrade (CIDR allowlist, the cross-site rule for session cookies, bearer
  * or session, master only, environment running); a refusal is an HTTP answer with the error
- * envelope, not an upgrade.
+ * envelope, not an upgrade. An open console is held by the `ConnectionGuard`: when the browser
+ * session that opened it is logged out (here or on another orchd) or expires, it is closed with
+ * code 1008 and a reason saying so (`session ended: logged out`), and so is the agent side.
  */
 export class ConsoleProxy {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
@@ -31,12 +39,14 @@ export class ConsoleProxy {
     private readonly envs: EnvironmentService,
     private readonly hostsRepo: HostsRepo,
     private readonly hosts: HostService,
+    private readonly guard: ConnectionGuard,
     private readonly logger: Logger,
   ) {}
 
   /** Handles an HTTP upgrade; answers 404 `route_not_found` for anything but the attach route. */
   async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
+    let hold: Hold | undefined;
     try {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
       const m = ATTACH_PATH.exec(path);
@@ -59,6 +69,10 @@ export class ConsoleProxy {
         sessionCookie,
       });
       requireMaster(principal);
+      // Held from here (a logout while the agent is dialled refuses the upgrade), and released
+      // when the connection's socket closes, whatever closed it.
+      hold = this.guard.hold(principal);
+      socket.once('close', hold.release);
       // The same id rule as the route table: checked before any lookup (and `%ff` is no id).
       const id = m[1]!;
       if (!AGENT_ID.test(id))
@@ -73,9 +87,26 @@ export class ConsoleProxy {
         `${h.host.agent_url.replace(/^http/, 'ws')}${AGENT_VM_PATHS.console(env.id)}`,
         this.hosts.tokenFor(h),
       );
-      this.wss.handleUpgrade(req, socket, head, (client) => pipe(client, upstream));
+      const { signal } = hold;
+      if (signal.aborted) {
+        // The session ended while the agent was dialled: refused like the next upgrade would be.
+        upstream.close();
+        throw signal.reason;
+      }
+      this.wss.handleUpgrade(req, socket, head, (client) => {
+        pipe(client, upstream);
+        const end = () => {
+          const ended = signal.reason as CredentialEnded;
+          this.logger.info({ env: env.id, reason: ended.reason }, 'console closed: its credential ended');
+          client.close(WS_CREDENTIAL_ENDED, ended.closeReason);
+          upstream.close();
+        };
+        if (signal.aborted) end();
+        else signal.addEventListener('abort', end, { once: true });
+      });
       this.logger.info({ env: env.id }, 'console attached');
     } catch (err) {
+      hold?.release();
       const error = toOrchError(err);
       if (error.code === 'internal') this.logger.error({ err }, 'console attach failed');
       socket.end(rawErrorResponse(error));

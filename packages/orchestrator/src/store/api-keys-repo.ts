@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { API_KEY_PREFIX, type ApiKey, type CreatedApiKey } from '@orch/protocol';
-import type { Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import { randomId, sha256Hex } from '../crypto/secrets.js';
 import type { ApiKeysTable, Database } from './schema.js';
 
@@ -48,6 +48,21 @@ export class ApiKeysRepo {
       .where('revoked_at', 'is', null)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
+  }
+
+  /**
+   * Which of the keys `ids` are still live (exist and are not revoked): one query for all of them,
+   * sent as one array parameter. Answers a subset of `ids`.
+   */
+  async liveAmong(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('id', '=', sql<string>`any(${[...ids]}::text[])`)
+      .where('revoked_at', 'is', null)
+      .execute();
+    return new Set(rows.map((r) => r.id));
   }
 
   /** The live key with this secret, read from the database on every call (no cache, so revocation is immediate). */

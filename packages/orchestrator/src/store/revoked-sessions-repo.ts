@@ -34,4 +34,19 @@ export class RevokedSessionsRepo {
       .executeTakeFirst();
     return row !== undefined;
   }
+
+  /**
+   * Which of the sessions `sids` have been revoked: one query for all of them (an index lookup per
+   * id, sent as one array parameter however many there are). Answers a subset of `sids`.
+   */
+  async revokedAmong(sids: readonly string[]): Promise<Set<string>> {
+    if (sids.length === 0) return new Set();
+    const byHash = new Map(sids.map((sid) => [sha256Hex(sid), sid]));
+    const rows = await this.db
+      .selectFrom('revoked_sessions')
+      .select('sid_sha256')
+      .where('sid_sha256', '=', sql<string>`any(${[...byHash.keys()]}::text[])`)
+      .execute();
+    return new Set(rows.flatMap((r) => byHash.get(r.sid_sha256) ?? []));
+  }
 }

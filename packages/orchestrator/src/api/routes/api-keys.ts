@@ -1,10 +1,15 @@
 import { ApiKeyList, agentId, CreateApiKeyRequest, CreatedApiKey, OrchError } from '@orch/protocol';
 import { z } from 'zod';
+import type { ConnectionGuard } from '../../auth/connection-guard.js';
 import type { ApiKeysRepo } from '../../store/api-keys-repo.js';
 import { type AnyRoute, route } from '../route.js';
 
-/** `/v1/api-keys` (master only). Without a key store every method answers `unimplemented`. */
-export function apiKeyRoutes(keys: ApiKeysRepo | undefined): AnyRoute[] {
+/**
+ * `/v1/api-keys` (master only). Without a key store every method answers `unimplemented`. Revoking
+ * a key closes at once this orchd's connections opened with it (`guard`); other orchds close theirs
+ * at their next re-check.
+ */
+export function apiKeyRoutes(keys: ApiKeysRepo | undefined, guard: ConnectionGuard): AnyRoute[] {
   const store = (): ApiKeysRepo => {
     if (keys) return keys;
     throw new OrchError(
@@ -46,6 +51,7 @@ export function apiKeyRoutes(keys: ApiKeysRepo | undefined): AnyRoute[] {
             id: params.id,
           });
         }
+        guard.apiKeyRevoked(params.id);
         return { status: 204 };
       },
     }),

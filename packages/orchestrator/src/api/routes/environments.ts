@@ -1,3 +1,4 @@
+import type { HttpBindings } from '@hono/node-server';
 import {
   agentId,
   CreateEnvironmentRequest,
@@ -19,6 +20,7 @@ import {
 } from '@orch/protocol';
 import { z } from 'zod';
 import { requireMaster } from '../../auth/authenticator.js';
+import { type ConnectionGuard, unlessEnded } from '../../auth/connection-guard.js';
 import type { EnvironmentService } from '../../environments/environment-service.js';
 import type { LogService } from '../../environments/log-service.js';
 import type { PauseService } from '../../environments/pause-service.js';
@@ -37,6 +39,7 @@ export function environmentRoutes(
   snapshots: SnapshotService,
   snapshotsRepo: SnapshotsRepo,
   logs: LogService,
+  guard: ConnectionGuard,
 ): AnyRoute[] {
   return [
     route({
@@ -119,7 +122,14 @@ export function environmentRoutes(
         if (query.action === 'pause') return { status: 200, body: await pauses.pause(params.id) };
         if (query.action === 'resume') return { status: 200, body: await pauses.resume(params.id) };
         if (principal) requireMaster(principal);
-        return { status: 200, body: await envs.exec(params.id, body) };
+        // A command may run for up to a day: if the session that sent it ends meanwhile, the
+        // answer is that 401, not its output (the command itself runs on in the guest).
+        const hold = guard.hold(principal);
+        try {
+          return { status: 200, body: await unlessEnded(envs.exec(params.id, body), hold.signal) };
+        } finally {
+          hold.release();
+        }
       },
     }),
     route({
@@ -154,11 +164,31 @@ export function environmentRoutes(
       query: EnvironmentLogsQuery,
       errors: [409],
       success: { status: 200, mediaType: 'text/plain', description: 'The log bytes' },
-      handler: async ({ params, query, c }) => {
+      handler: async ({ params, query, c, principal }) => {
         const { follow, ...window } = query;
         const headers = { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' };
         if (follow) {
-          const { stream, offset } = await logs.follow(params.id, window, c.req.raw.signal);
+          // Held until the answer closes. A raw log has no way to say "error" in band, so when the
+          // caller's session or key ends the answer is cut (its socket destroyed), not finished:
+          // clients see a dropped connection, and their reconnect gets the 401, never a clean end
+          // that would read as "the environment stopped".
+          const hold = guard.hold(principal);
+          const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+          let followed: Awaited<ReturnType<LogService['follow']>>;
+          try {
+            followed = await logs.follow(params.id, window, AbortSignal.any([c.req.raw.signal, hold.signal]));
+          } catch (err) {
+            hold.release();
+            throw err;
+          }
+          if (hold.signal.aborted) {
+            // Ended while the first window was read: nothing was sent yet, so it is a plain 401.
+            await followed.stream.cancel();
+            throw hold.signal.reason;
+          }
+          outgoing?.once('close', hold.release);
+          hold.signal.addEventListener('abort', () => outgoing?.destroy(), { once: true });
+          const { stream, offset } = followed;
           return {
             status: 200,
             raw: new Response(stream, { headers: { ...headers, [LOG_OFFSET_HEADER]: String(offset) } }),

@@ -1,10 +1,8 @@
-import { OrchError, SESSION_COOKIE } from '@orch/protocol';
-import { getCookie } from 'hono/cookie';
+import { OrchError } from '@orch/protocol';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import type { Authenticator } from '../../auth/authenticator.js';
+import type { ConnectionGuard, CredentialEnded } from '../../auth/connection-guard.js';
 import type { EventHub } from '../../events/event-hub.js';
-import { toOrchError } from '../errors.js';
 import { type AnyRoute, route } from '../route.js';
 
 const EVENT_ID = /^\d{1,18}$/;
@@ -12,10 +10,12 @@ const EVENT_ID = /^\d{1,18}$/;
 /**
  * `GET /v1/events`: Server-Sent Events of environment, snapshot and host changes made through any
  * orchd on the database (see the README, "Events"). Resumes after `Last-Event-ID` (or `?after=`),
- * which must not be past the newest event id; without either, starts at the newest event. A heartbeat comment every `heartbeatMs`, at which the
- * caller's credentials are checked again: a revoked key gets an `error` event and the stream ends.
+ * which must not be past the newest event id; without either, starts at the newest event. A
+ * heartbeat comment every `heartbeatMs`. The stream is held by `guard`: when the caller's session
+ * is logged out or expires, or its API key is revoked, it gets an `error` event (the 401 envelope)
+ * and the stream ends.
  */
-export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: number): AnyRoute[] {
+export function eventRoutes(hub: EventHub, guard: ConnectionGuard, heartbeatMs: number): AnyRoute[] {
   return [
     route({
       method: 'GET',
@@ -36,7 +36,7 @@ export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: num
         mediaType: 'text/event-stream',
         description: 'text/event-stream; each event: id, event (its type), data (JSON)',
       },
-      handler: async ({ query, c }) => {
+      handler: async ({ query, c, principal }) => {
         const last = c.req.header('last-event-id');
         if (last !== undefined && !EVENT_ID.test(last))
           throw OrchError.invalid('Last-Event-ID: must be an event id (digits)');
@@ -54,36 +54,38 @@ export function eventRoutes(hub: EventHub, auth: Authenticator, heartbeatMs: num
             });
           }
         }
-        const creds = {
-          authorization: c.req.header('authorization'),
-          sessionCookie: getCookie(c, SESSION_COOKIE),
-        };
         const raw = streamSSE(c, async (stream) => {
-          const closed = new AbortController();
-          stream.onAbort(() => closed.abort());
-          hub.stopped.addEventListener('abort', () => closed.abort(), { once: true });
-          let beatAt = Date.now() + heartbeatMs;
-          await stream.write(': events\n\n');
-          while (!closed.signal.aborted) {
-            for (const e of await hub.read(cursor)) {
-              await stream.writeSSE({
-                id: String(e.id),
-                event: e.type,
-                data: JSON.stringify({ ...e.data, at: e.at }),
-              });
-              cursor = e.id;
-            }
-            if (Date.now() >= beatAt) {
-              try {
-                await auth.authenticate(creds);
-              } catch (err) {
-                await stream.writeSSE({ event: 'error', data: JSON.stringify(toOrchError(err).toBody()) });
-                return;
+          const hold = guard.hold(principal);
+          try {
+            const closed = new AbortController();
+            stream.onAbort(() => closed.abort());
+            hub.stopped.addEventListener('abort', () => closed.abort(), { once: true });
+            hold.signal.addEventListener('abort', () => closed.abort(), { once: true });
+            let beatAt = Date.now() + heartbeatMs;
+            await stream.write(': events\n\n');
+            while (!closed.signal.aborted) {
+              for (const e of await hub.read(cursor)) {
+                if (hold.signal.aborted) break;
+                await stream.writeSSE({
+                  id: String(e.id),
+                  event: e.type,
+                  data: JSON.stringify({ ...e.data, at: e.at }),
+                });
+                cursor = e.id;
               }
-              await stream.write(': heartbeat\n\n');
-              beatAt = Date.now() + heartbeatMs;
+              if (hold.signal.aborted) break;
+              if (Date.now() >= beatAt) {
+                await stream.write(': heartbeat\n\n');
+                beatAt = Date.now() + heartbeatMs;
+              }
+              await hub.wait(Math.max(10, beatAt - Date.now()), closed.signal);
             }
-            await hub.wait(Math.max(10, beatAt - Date.now()), closed.signal);
+            if (hold.signal.aborted) {
+              const ended = hold.signal.reason as CredentialEnded;
+              await stream.writeSSE({ event: 'error', data: JSON.stringify(ended.toBody()) });
+            }
+          } finally {
+            hold.release();
           }
         });
         raw.headers.set('cache-control', 'no-store');

@@ -3,6 +3,7 @@ import { describe, expect, test } from 'vitest';
 import { Authenticator } from '../../auth/authenticator.js';
 import { BrowserSessions, type RevocationList } from '../../auth/browser-sessions.js';
 import { CidrAllowlist } from '../../auth/cidr-allowlist.js';
+import { ConnectionGuard } from '../../auth/connection-guard.js';
 import { LoginThrottle } from '../../auth/login-throttle.js';
 import { SessionSigner } from '../../auth/session-cookie.js';
 import { buildApp } from '../app.js';
@@ -20,6 +21,7 @@ function app(maxFailures: number) {
   const list: RevocationList = {
     revoke: async (sid) => void rows.add(sid),
     isRevoked: async (sid) => rows.has(sid),
+    revokedAmong: async (sids) => new Set(sids.filter((sid) => rows.has(sid))),
   };
   const sessions = new BrowserSessions(new SessionSigner(MASTER), list, () => clock.now);
   const auth = new Authenticator(MASTER, undefined, sessions);
@@ -29,9 +31,11 @@ function app(maxFailures: number) {
     maxGlobalFailures: 1000,
     now: () => clock.now,
   });
+  const logger = createLogger('silent');
+  const guard = new ConnectionGuard({ sessions }, 5000, logger, () => clock.now);
   const hono = buildApp(
-    { auth, allowlist: new CidrAllowlist([]), logger: createLogger('silent') },
-    sessionRoutes(auth, sessions, throttle, false),
+    { auth, allowlist: new CidrAllowlist([]), logger },
+    sessionRoutes(auth, sessions, throttle, false, guard),
   );
   const login = (token: string, from: string) =>
     hono.request(

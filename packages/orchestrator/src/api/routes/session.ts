@@ -8,6 +8,7 @@ import {
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { BrowserSessions } from '../../auth/browser-sessions.js';
+import type { ConnectionGuard } from '../../auth/connection-guard.js';
 import type { LoginThrottle } from '../../auth/login-throttle.js';
 import { clientAddress } from '../client-address.js';
 import { type AnyRoute, route } from '../route.js';
@@ -16,14 +17,16 @@ import { type AnyRoute, route } from '../route.js';
  * `POST /login` and `POST /logout` (orchestrator.md, "Browser session"). Login takes the master
  * token and sets an opaque signed session cookie; a wrong token sets nothing and counts against
  * the client in `throttle`, which refuses (429) a client, or everyone, after too many failures.
- * Logout revokes the session in the store (every `orchd` on it refuses the value from then on)
- * and clears the cookie; a cookie that is no live session is just cleared.
+ * Logout revokes the session in the store (every `orchd` on it refuses the value from then on),
+ * closes at once this orchd's connections opened with it (`guard`; other orchds close theirs at
+ * their next re-check), and clears the cookie; a cookie that is no live session is just cleared.
  */
 export function sessionRoutes(
   auth: Authenticator,
   sessions: BrowserSessions | undefined,
   throttle: LoginThrottle,
   secureCookies: boolean,
+  guard: ConnectionGuard,
 ): AnyRoute[] {
   const authMode = auth.passThrough ? 'disabled' : 'required';
   const secure = (url: string) => secureCookies || url.startsWith('https:');
@@ -82,7 +85,8 @@ export function sessionRoutes(
         // Revoke first: if the store cannot record it, the answer is 503 and the cookie is kept,
         // so the browser does not believe a session ended that a copy of the cookie could still use.
         const value = getCookie(c, SESSION_COOKIE);
-        if (value !== undefined) await sessions?.end(value);
+        const ended = value !== undefined ? await sessions?.end(value) : undefined;
+        if (ended) guard.sessionEnded(ended.sid);
         deleteCookie(c, SESSION_COOKIE, {
           path: '/',
           httpOnly: true,

@@ -19,7 +19,8 @@ export function openConsole(main: HTMLElement, env: Environment): void {
   );
   ws.binaryType = 'arraybuffer';
   ws.onmessage = (m) => term.write(new Uint8Array(m.data as ArrayBuffer));
-  ws.onclose = () => term.write('\r\n[console closed]\r\n');
+  // The reason is orchd's own text when it closes the console (`session ended: logged out`).
+  ws.onclose = (e) => term.write(`\r\n[console closed${e.reason ? `: ${e.reason}` : ''}]\r\n`);
   // Keys typed while the connection is still opening are sent once it is open, not dropped.
   const early: Uint8Array[] = [];
   ws.onopen = () => {
