@@ -219,6 +219,18 @@ describeStore('server')('orchd events', () => {
     }
   });
 
+  test('streams that closed leave no listener behind (no leak warning after many)', async () => {
+    // Each stream listens for orchd's shutdown; one that forgot to stop listening would pile up
+    // listeners on a process-long signal, and Node warns past ten.
+    for (let i = 0; i < 15; i++) {
+      const stream = follow(a.url, master);
+      await stream.until(() => stream.status === 200, 'answer');
+      await stream.close();
+    }
+    const warnings = a.output.filter((l) => /MaxListenersExceeded|memory leak detected/i.test(l));
+    expect(warnings).toEqual([]);
+  });
+
   test('a bad Last-Event-ID and a missing credential are refused in the envelope', async () => {
     const bad = await a.request('GET', '/v1/events', { ...as, headers: { 'last-event-id': 'abc' } });
     expect(bad.status).toBe(400);

@@ -56,11 +56,13 @@ export function eventRoutes(hub: EventHub, guard: ConnectionGuard, heartbeatMs: 
         }
         const raw = streamSSE(c, async (stream) => {
           const hold = guard.hold(principal);
+          const closed = new AbortController();
+          const close = () => closed.abort();
           try {
-            const closed = new AbortController();
-            stream.onAbort(() => closed.abort());
-            hub.stopped.addEventListener('abort', () => closed.abort(), { once: true });
-            hold.signal.addEventListener('abort', () => closed.abort(), { once: true });
+            stream.onAbort(close);
+            // hub.stopped lives as long as the process: its listener goes with the stream.
+            hub.stopped.addEventListener('abort', close, { once: true });
+            hold.signal.addEventListener('abort', close, { once: true });
             let beatAt = Date.now() + heartbeatMs;
             await stream.write(': events\n\n');
             while (!closed.signal.aborted) {
@@ -85,6 +87,7 @@ export function eventRoutes(hub: EventHub, guard: ConnectionGuard, heartbeatMs: 
               await stream.writeSSE({ event: 'error', data: JSON.stringify(ended.toBody()) });
             }
           } finally {
+            hub.stopped.removeEventListener('abort', close);
             hold.release();
           }
         });
