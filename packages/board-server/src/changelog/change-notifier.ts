@@ -83,13 +83,16 @@ export class ChangeNotifier implements Service {
   private async listenLoop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const client = new pg.Client({ connectionString: this.connectionString });
+      // The loop's signal outlives every connection: each connection's listener goes with it.
+      let stop: () => void = () => undefined;
       const closed = new Promise<void>((resolve) => {
         client.on('error', (err) => {
           this.log.warn({ err }, 'LISTEN connection failed; the poll keeps watches fresh');
           resolve();
         });
         client.on('end', () => resolve());
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        stop = resolve;
+        signal.addEventListener('abort', stop, { once: true });
       });
       client.on('notification', (msg) => {
         const [board, seq] = (msg.payload ?? '').split(':');
@@ -102,6 +105,7 @@ export class ChangeNotifier implements Service {
       } catch (err) {
         if (!signal.aborted) this.log.warn({ err }, 'LISTEN connection failed');
       }
+      signal.removeEventListener('abort', stop);
       await client.end().catch(() => undefined);
       await sleep(1000, signal);
     }

@@ -64,11 +64,14 @@ export class EventHub implements Service {
 
   private async listen(signal: AbortSignal): Promise<void> {
     const client = new pg.Client({ connectionString: this.connectionString, connectionTimeoutMillis: 3000 });
+    // The run's signal outlives every connection: each connection's listener goes with it.
+    let stop: () => void = () => undefined;
     const ended = new Promise<void>((resolve, reject) => {
       client.on('error', reject);
       client.on('end', () => resolve());
+      stop = resolve;
       if (signal.aborted) resolve();
-      else signal.addEventListener('abort', () => resolve(), { once: true });
+      else signal.addEventListener('abort', stop, { once: true });
     });
     client.on('notification', () => this.wake());
     try {
@@ -77,6 +80,7 @@ export class EventHub implements Service {
       this.wake();
       await ended;
     } finally {
+      signal.removeEventListener('abort', stop);
       await client.end().catch(() => undefined);
     }
   }

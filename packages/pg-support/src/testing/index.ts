@@ -3,6 +3,7 @@
  * `freePort`, the store loop, and vitest fixtures that always clean up.
  */
 export { Cleanups, type PgFixtures, pgTest, type TestStore } from './fixtures.js';
+export { dropListenSession } from './listen-drops.js';
 export {
   describeOnServerPostgres,
   describeStore,
