@@ -1,9 +1,9 @@
 // Where the VM tests' guest kernel, initramfs and images live (`orch-agent setup` builds them; every
 // test agent links them into a data dir of its own). Prints the directory.
 //
-//   node scripts/test-agent-assets.mjs           the directory
-//   node scripts/test-agent-assets.mjs --prune   the same, marked as used now; other versions' that
-//                                                were not used for PRUNE_DAYS are removed
+//   node scripts/test-agent-assets.mjs           the directory (marked as used now, if it exists)
+//   node scripts/test-agent-assets.mjs --prune   the same, created if missing; the other keys'
+//                                                directories not used for PRUNE_DAYS are removed
 //
 // ORCH_TEST_AGENT_ASSETS names the directory outright. Otherwise it is a per-user cache, so that a
 // fresh clone does not build them again (about 4 minutes; Debian's image alone most of it):
@@ -14,7 +14,7 @@
 // the tests always run on images built by the code under test, and two clones of different
 // versions never replace each other's images under running tests.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -45,28 +45,33 @@ export function imageCodeKey() {
   return h.digest('hex').slice(0, 16);
 }
 
-/** Marks `dir` as used now and removes the other keys' directories unused for PRUNE_DAYS. */
-function prune(dir, env) {
-  mkdirSync(dir, { recursive: true });
+/** Marks `dir` as used now. */
+function markUsed(dir) {
   writeFileSync(join(dir, USED), `${new Date().toISOString()}\n`);
+}
+
+/** Removes the other keys' directories unused for PRUNE_DAYS. */
+function prune(dir, env) {
   if (env.ORCH_TEST_AGENT_ASSETS) return;
   const root = cacheRoot(env);
   const cutoff = Date.now() - PRUNE_DAYS * 86_400_000;
   for (const name of readdirSync(root)) {
     const other = join(root, name);
     if (other === dir) continue;
-    let used = 0;
-    try {
-      used = statSync(join(other, USED)).mtimeMs;
-    } catch {
-      used = statSync(other).mtimeMs;
-    }
-    if (used < cutoff) rmSync(other, { recursive: true, force: true });
+    // When it was last used (made, for one that never was); gone meanwhile: nothing to do.
+    const used = [join(other, USED), other]
+      .map((p) => statSync(p, { throwIfNoEntry: false })?.mtimeMs)
+      .find((t) => t !== undefined);
+    if (used !== undefined && used < cutoff) rmSync(other, { recursive: true, force: true });
   }
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
   const dir = testAgentAssets();
-  if (process.argv.includes('--prune')) prune(dir, process.env);
+  if (process.argv.includes('--prune')) {
+    mkdirSync(dir, { recursive: true });
+    prune(dir, process.env);
+  }
+  if (existsSync(dir)) markUsed(dir);
   console.log(dir);
 }
