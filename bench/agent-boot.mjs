@@ -6,8 +6,8 @@
 //   (b) live resume (POST /v1/vms with restore_snapshot_id of a live snapshot, until `running`
 //       and the guest answers a ping) vs cold boot through the agent;
 //   (c) snapshot size and time, live and disk, of a 256 MiB guest.
-// Needs `npm run build` and the guest assets (`npx orch-agent setup --data-dir .data/test-agent-assets`,
-// done by npm test).
+// Needs `npm run build` and the guest assets (`orch-agent setup` into the directory
+// `node scripts/test-agent-assets.mjs` prints, done by npm test).
 //
 //   node bench/agent-boot.mjs [rounds]     (default 5)
 import { ASSETS, startBenchAgent } from './lib/agent.mjs';

@@ -7,8 +7,8 @@
 //   (c) image build and import times: `orch-agent setup` building `debian-12` from scratch
 //       (mmdebstrap; skipped with --no-build), `image import` of a small OCI archive (static busybox,
 //       umoci) and of a large one (the debian-12 root filesystem as one layer).
-// Needs `npm run build` and the guest assets with both images (`npx orch-agent setup --data-dir
-// .data/test-agent-assets`, done by npm test; ORCH_TEST_AGENT_ASSETS points elsewhere).
+// Needs `npm run build` and the guest assets with both images (`orch-agent setup` into the directory
+// `node scripts/test-agent-assets.mjs` prints, done by npm test; ORCH_TEST_AGENT_ASSETS points elsewhere).
 //
 //   node bench/agent-images.mjs [rounds] [--no-build]      (default 3 rounds)
 import { execFileSync } from 'node:child_process';

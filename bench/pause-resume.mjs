@@ -7,8 +7,8 @@
 //                  state decrypted into it, cont, guest agent answers, clock set)
 // each on a fresh VM of the same definition (1 vCPU, 256 MiB, busybox image, a counter running);
 // the size of the saved state is reported too.
-// Needs `npm run build` and the guest assets (`npx orch-agent setup --data-dir .data/test-agent-assets`,
-// done by npm test).
+// Needs `npm run build` and the guest assets (`orch-agent setup` into the directory
+// `node scripts/test-agent-assets.mjs` prints, done by npm test).
 //
 //   node bench/pause-resume.mjs [rounds]     (default 5)
 import { statSync } from 'node:fs';

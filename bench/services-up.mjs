@@ -6,8 +6,8 @@
 //       and skopeo, imported with `orch-agent image import`), run by crun in the guest, port 8080;
 //   (c) three services of that image on 8080, 8081, 8082.
 // Each port is exposed; the clock stops when a GET through every forwarded port answers 200.
-// Needs `npm run build` and the guest assets (`npx orch-agent setup --data-dir
-// .data/test-agent-assets --images busybox`; ORCH_TEST_AGENT_ASSETS points elsewhere).
+// Needs `npm run build` and the guest assets (`orch-agent setup` into the directory
+// `node scripts/test-agent-assets.mjs` prints, done by npm test; ORCH_TEST_AGENT_ASSETS points elsewhere).
 //
 //   node bench/services-up.mjs [rounds]      (default 3)
 import { execFileSync } from 'node:child_process';

@@ -17,8 +17,12 @@ if [ "$registry_preinstalled" = 0 ] && command -v systemctl >/dev/null 2>&1; the
   systemctl disable --now docker-registry >/dev/null 2>&1 || true
 fi
 ensure_npm_packages
-log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached)"
-AGENT_IMAGES=busybox,debian-12 npx --no-install orch-agent setup --data-dir "$ROOT/.data/test-agent-assets"
+# A per-user cache outside the clone (scripts/test-agent-assets.mjs), keyed by the code that builds
+# the images: a fresh clone of code already tested on this machine finds them ready.
+ORCH_TEST_AGENT_ASSETS="$(node scripts/test-agent-assets.mjs --prune)"
+export ORCH_TEST_AGENT_ASSETS
+log "guest kernel, initramfs and images for the VM tests (orch-agent setup, cached in $ORCH_TEST_AGENT_ASSETS)"
+AGENT_IMAGES=busybox,debian-12 npx --no-install orch-agent setup --data-dir "$ORCH_TEST_AGENT_ASSETS"
 
 log "lint and format check (biome)"
 npx --no-install biome check .

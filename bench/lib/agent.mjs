@@ -5,9 +5,10 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { testAgentAssets } from '../../scripts/test-agent-assets.mjs';
 
 export const AGENT_BIN = resolve('packages/agent/bin/orch-agent.js');
-export const ASSETS = resolve(process.env.ORCH_TEST_AGENT_ASSETS || '.data/test-agent-assets');
+export const ASSETS = testAgentAssets();
 const TOKEN = 'bench-agent-token';
 
 /**

@@ -17,12 +17,13 @@ import { fileURLToPath } from 'node:url';
 import type { AgentVm } from '@orch/protocol';
 
 export const AGENT_BIN = fileURLToPath(new URL('../bin/orch-agent.js', import.meta.url));
-const REPO = fileURLToPath(new URL('../../..', import.meta.url));
 /**
- * Kernel, initramfs and images built once by `orch-agent setup` and shared by every test agent
- * (`ORCH_TEST_AGENT_ASSETS` points elsewhere, e.g. to try an image build without touching them).
+ * Kernel, initramfs and images built once by `orch-agent setup` and shared by every test agent: the
+ * directory `scripts/test-agent-assets.mjs` names (a per-user cache keyed by the image code), which
+ * the test run's global setup puts in `ORCH_TEST_AGENT_ASSETS` (set it to use another, e.g. to try
+ * an image build without touching them).
  */
-export const ASSETS = process.env.ORCH_TEST_AGENT_ASSETS || join(REPO, '.data', 'test-agent-assets');
+export const ASSETS = process.env.ORCH_TEST_AGENT_ASSETS ?? '';
 
 /** Whether QEMU is installed. Under CI=true a VM suite without it fails; it is never skipped. */
 export function qemuAvailable(): boolean {
@@ -43,6 +44,7 @@ export function ensureGuestAssets(): string {
 
 /** One `orch-agent setup` run into the assets directory; returns its output (progress lines). */
 export function runSetup(): string {
+  if (!ASSETS) throw new Error('ORCH_TEST_AGENT_ASSETS is not set (the vitest global setup sets it)');
   const r = spawnSync(process.execPath, [AGENT_BIN, 'setup', '--data-dir', ASSETS], {
     encoding: 'utf8',
     timeout: 1_200_000,

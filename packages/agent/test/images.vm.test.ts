@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -50,10 +50,18 @@ describe.skipIf(!ready)('images: debian-12, OCI import, registry pull (real QEMU
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  test('setup a second time is a no-op: every step says cached and the images are untouched', () => {
+  test('setup a second time is a no-op: it waits for a setup in progress, then every step says cached and the images are untouched', async () => {
     const file = join(ASSETS, 'images', 'debian-12', 'rootfs.img');
     const before = statSync(file).mtimeMs;
+    // Another setup of the same directory holds its lock for a few seconds.
+    const holder = spawn('flock', [join(ASSETS, '.setup.lock'), 'sh', '-c', 'echo held; sleep 5'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise((resolve) => holder.stdout.once('data', resolve));
+    const started = Date.now();
     const out = runSetup();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+    expect(out).toContain(`waiting for another orch-agent setup of ${ASSETS} to finish`);
     expect(out).toContain('kernel: cached');
     expect(out).toContain('image busybox: cached');
     expect(out).toContain('image debian-12: cached');

@@ -202,7 +202,7 @@ export async function watch(
       };
     }
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = '';
+    const blocks = new BlockSplitter();
     try {
       for (;;) {
         const { done, value: chunk } = await reader.read();
@@ -210,12 +210,7 @@ export async function watch(
           ended = true;
           break;
         }
-        buf += chunk;
-        let idx = buf.indexOf('\n\n');
-        while (idx >= 0) {
-          const block = buf.slice(0, idx);
-          buf = buf.slice(idx + 2);
-          idx = buf.indexOf('\n\n');
+        for (const block of blocks.push(chunk)) {
           const item = parseSse(block);
           if (!item) continue;
           items.push(item);
@@ -232,6 +227,40 @@ export async function watch(
     return { status: 200, items, ended, contentType: res.headers.get('content-type') };
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * Cuts a stream of text into SSE blocks at each blank line (`\n\n`), in time linear in its length:
+ * a large event arrives in many chunks, and searching all the text held so far again at each one
+ * took seconds for the multi-megabyte frames of the slow-consumer tests.
+ */
+class BlockSplitter {
+  #pending: string[] = [];
+  #pendingEndsWithNewline = false;
+
+  /** The blocks that `chunk` completes, in order. */
+  push(chunk: string): string[] {
+    const out: string[] = [];
+    let rest = chunk;
+    if (this.#pendingEndsWithNewline && rest.startsWith('\n')) {
+      out.push(this.#pending.join('').slice(0, -1));
+      this.#pending = [];
+      this.#pendingEndsWithNewline = false;
+      rest = rest.slice(1);
+    }
+    for (let idx = rest.indexOf('\n\n'); idx >= 0; idx = rest.indexOf('\n\n')) {
+      this.#pending.push(rest.slice(0, idx));
+      out.push(this.#pending.join(''));
+      this.#pending = [];
+      this.#pendingEndsWithNewline = false;
+      rest = rest.slice(idx + 2);
+    }
+    if (rest !== '') {
+      this.#pending.push(rest);
+      this.#pendingEndsWithNewline = rest.endsWith('\n');
+    }
+    return out;
   }
 }
 

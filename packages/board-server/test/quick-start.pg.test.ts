@@ -18,6 +18,8 @@ describe('npm start', () => {
   let orchdPort: number;
 
   beforeAll(async () => {
+    const assets = process.env.ORCH_TEST_AGENT_ASSETS;
+    if (!assets) throw new Error('ORCH_TEST_AGENT_ASSETS is not set (the vitest global setup sets it)');
     dir = await tempDir('board-start-');
     const port = await freePort();
     orchdPort = await freePort();
@@ -33,8 +35,9 @@ describe('npm start', () => {
         ORCH_PORT: String(orchdPort),
         ORCH_DATA_DIR: join(dir, 'orchd'),
         AGENT_PORT: String(await freePort()),
-        // The kernel and images the test command's `orch-agent setup` cached already.
-        AGENT_DATA_DIR: join(ROOT, '.data/test-agent-assets'),
+        // The kernel and images the test command's `orch-agent setup` cached already (the
+        // directory the vitest global setup names).
+        AGENT_DATA_DIR: assets,
         XDG_CONFIG_HOME: join(dir, 'config'),
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -28,7 +28,8 @@ const BUFFER_BYTES = 64 * 1024;
 /** A raw `GET /watch` on a socket whose reading the test controls (pause = a client that stops reading). */
 class RawWatcher {
   readonly socket: Socket;
-  #text = '';
+  /** What arrived, in pieces: joined only when asked for (a stalled stream's backlog is megabytes). */
+  #chunks: string[] = [];
   #waiters: (() => void)[] = [];
 
   constructor(url: string, board: string, after: number) {
@@ -36,7 +37,7 @@ class RawWatcher {
     this.socket = connect(Number(port), hostname);
     this.socket.setEncoding('utf8');
     this.socket.on('data', (d: string) => {
-      this.#text += d;
+      this.#chunks.push(d);
       for (const w of this.#waiters.splice(0)) w();
     });
     this.socket.write(
@@ -44,16 +45,38 @@ class RawWatcher {
     );
   }
 
+  /** Everything received so far. */
+  get text(): string {
+    return this.#chunks.join('');
+  }
+
   /** Waits until the received text satisfies `ok` (the socket is read meanwhile). */
-  async until(ok: (text: string) => boolean): Promise<string> {
+  async until(ok: (text: string) => boolean): Promise<void> {
     this.socket.resume();
-    while (!ok(this.#text)) await new Promise<void>((r) => this.#waiters.push(r));
-    return this.#text;
+    while (!ok(this.text)) await new Promise<void>((r) => this.#waiters.push(r));
+  }
+
+  /**
+   * Waits until `marker` has arrived (the socket is read meanwhile), looking at each piece of text
+   * once (with the end of the one before it, for a marker cut in two).
+   */
+  async untilReceived(marker: string): Promise<void> {
+    this.socket.resume();
+    let carry = '';
+    for (let seen = 0; ; ) {
+      for (; seen < this.#chunks.length; seen++) {
+        const piece = carry + this.#chunks[seen];
+        if (piece.includes(marker)) return;
+        carry = marker.length > 1 ? piece.slice(1 - marker.length) : '';
+      }
+      await new Promise<void>((r) => this.#waiters.push(r));
+    }
   }
 
   /** The SSE items received so far (chunked transfer framing removed). */
   items(): SseItem[] {
-    const body = this.#text.slice(this.#text.indexOf('\r\n\r\n') + 4);
+    const text = this.text;
+    const body = text.slice(text.indexOf('\r\n\r\n') + 4);
     // Chunk-size lines sit between the frames; every frame ends with a blank line.
     const unchunked = body.replace(/(^|\r\n)[0-9a-f]+\r\n/g, '');
     const out: SseItem[] = [];
@@ -163,7 +186,7 @@ for (const storeName of STORES) {
       const start = await head('slow');
       const cutBefore = await slowConsumers();
       const slow = new RawWatcher(node.url, 'slow', start);
-      await slow.until((t) => t.includes('\r\n\r\n')); // the response head arrived
+      await slow.untilReceived('\r\n\r\n'); // the response head arrived
       slow.socket.pause(); // ... and then the client stops reading
       let fastSeen = 0;
       let target = Number.POSITIVE_INFINITY; // the last seq, once the writes are done
@@ -202,7 +225,7 @@ for (const storeName of STORES) {
       expect(await slowConsumers()).toBe(cutBefore + 1);
 
       // The stalled client reads again: every change it was sent, in order, then the error event.
-      await slow.until((t) => t.includes('event: error'));
+      await slow.untilReceived('event: error');
       const items = slow.items();
       const got = seqs(items);
       expect(got.length).toBeGreaterThan(0);
@@ -248,12 +271,12 @@ for (const storeName of STORES) {
       }
       const cutBefore = await slowConsumers();
       const stalled = new RawWatcher(node.url, 'backlog', start);
-      await stalled.until((t) => t.includes('\r\n\r\n'));
+      await stalled.untilReceived('\r\n\r\n');
       stalled.socket.pause(); // never reads during the catch-up
       // Cut off by the heartbeat that finds the catch-up still waiting for a drain (the test's own
       // timeout bounds this; without the cut it would wait forever, holding its page).
       while ((await slowConsumers()) === cutBefore) await new Promise((r) => setTimeout(r, 50));
-      await stalled.until((t) => t.includes('event: error'));
+      await stalled.untilReceived('event: error');
       const items = stalled.items();
       const got = seqs(items);
       expect(got).toEqual(range(start + 1, start + got.length));

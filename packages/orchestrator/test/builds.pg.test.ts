@@ -47,6 +47,9 @@ describeStore('server')('builds on the server store', () => {
       ...orchdStoreEnv(store, await tempDir('orchd-data-')),
       ORCH_AUTH_TOKEN: MASTER,
       ORCH_RECONCILE_INTERVAL_SEC: '1',
+      // A hung agent call fails after 10 s, not the default 30: long enough for the reconciler
+      // rounds a running build is watched through (3.5 s), short enough not to wait idle.
+      ORCH_AGENT_TIMEOUT_SEC: '10',
     });
     agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN, {
       images: ['busybox'],
@@ -229,7 +232,7 @@ describeStore('server')('builds on the server store', () => {
     } finally {
       agent.hangCreate = false;
     }
-    // The agent call times out (30 s): the build fails, the layer is no longer in use and goes.
+    // The agent call times out (ORCH_AGENT_TIMEOUT_SEC): the build fails, the layer is no longer in use and goes.
     const failed = await until(running.id, 'failed');
     expect(failed.last_error).toContain('no answer');
     for (let i = 0; i < 100; i++) {

@@ -106,7 +106,9 @@ export class ImageStore {
    * Builds image `name` from a directory that `fill` populates: the guest runtime is added, the
    * filesystem sized to its content plus headroom, its digest taken, and the image replaced
    * atomically. On any failure nothing is left behind (the old image, if any, stays); a full disk
-   * is `unavailable` with `reason: disk_full`.
+   * is `unavailable` with `reason: disk_full`. Every file is written inside a temp directory of
+   * this build's own, so two builds of one name at once (two `setup`s, an import beside a pull)
+   * cannot mix their files: the last to finish is the image.
    */
   async build(
     name: string,
@@ -118,7 +120,7 @@ export class ImageStore {
     await mkdir(this.layout.imagesDir, { recursive: true });
     // Work on the data dir's own filesystem: the free-space check then covers the tree too.
     const tmp = await mkdtemp(join(this.layout.imagesDir, '.tmp-'));
-    const staging = join(this.layout.imagesDir, `.${name}.building`);
+    const staging = join(tmp, 'image');
     try {
       const root = join(tmp, 'root');
       await mkdir(root);
@@ -135,7 +137,6 @@ export class ImageStore {
           { name, needed_bytes: used + IMAGE_FREE_MARGIN, free_bytes: free },
         );
       }
-      await rm(staging, { recursive: true, force: true });
       await mkdir(staging);
       const file = join(staging, 'rootfs.img');
       await run(['mkfs.ext4', '-q', '-F', '-L', 'orchroot', '-d', root, file, `${sizeMiB}M`]);
@@ -150,13 +151,8 @@ export class ImageStore {
         ...info,
       };
       await writeFile(join(staging, 'image.json'), `${JSON.stringify(meta, null, 2)}\n`);
-      const old = `${this.layout.imageDir(name)}.old`;
-      await rm(old, { recursive: true, force: true });
-      if (existsSync(this.layout.imageDir(name))) await rename(this.layout.imageDir(name), old);
-      await rename(staging, this.layout.imageDir(name));
-      await rm(old, { recursive: true, force: true });
+      await replaceDir(staging, this.layout.imageDir(name), join(tmp, 'old'));
     } catch (err) {
-      await rm(staging, { recursive: true, force: true });
       if (isDiskFull(err)) {
         throw AgentError.diskFull(
           `no space left on the device of ${this.layout.imagesDir} while writing image ${name}`,
@@ -168,6 +164,27 @@ export class ImageStore {
       throw err;
     } finally {
       await rm(tmp, { recursive: true, force: true });
+    }
+  }
+}
+
+/**
+ * Puts directory `from` at `to`, moving what was there to `aside` (removed with the caller's temp
+ * directory). A directory cannot be renamed over a non-empty one, so the old one goes first; when
+ * another build puts its own at `to` in between, that one goes aside too and this one is the image.
+ */
+async function replaceDir(from: string, to: string, aside: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    await rm(aside, { recursive: true, force: true });
+    await rename(to, aside).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    try {
+      await rename(from, to);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (attempt >= 5 || (code !== 'ENOTEMPTY' && code !== 'EEXIST')) throw err;
     }
   }
 }

@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import {
   chmod,
@@ -58,6 +59,10 @@ export type Progress = (message: string) => void;
  * `orch-agent setup`: idempotent and cached under AGENT_DATA_DIR. Installs missing Debian packages,
  * fetches the Debian cloud kernel (`apt-get download` + `dpkg -x`), unpacks it to a vmlinux, builds
  * the initramfs (busybox + virtio modules) and the chosen images (`busybox`, `debian-12`).
+ *
+ * One setup at a time per data dir: a second one waits for the first, then finds its work cached.
+ * A setup that is killed leaves nothing a later one trusts: each artifact is written under a temp
+ * name, and its record (`kernel.json`, `image.json`) only once it is complete.
  */
 export async function runSetup(
   dataDir: string,
@@ -66,14 +71,72 @@ export async function runSetup(
 ): Promise<void> {
   const layout = new Layout(dataDir);
   await mkdir(layout.root, { recursive: true });
-  await ensureDebianPackages(DEBIAN_PACKAGES, progress);
-  const kernel = await ensureKernel(layout, progress);
-  await ensureInitramfs(layout, kernel, progress);
-  if (images.includes(DEFAULT_IMAGE)) await ensureBusyboxImage(layout, progress);
-  if (images.includes(DEBIAN_IMAGE)) {
-    await ensureDebianImage(new ImageStore(layout), await guestRuntimeStamp(), progress);
+  const unlock = await lockDataDir(layout, progress);
+  try {
+    await removeAbandonedBuilds(layout);
+    await ensureDebianPackages(DEBIAN_PACKAGES, progress);
+    const kernel = await ensureKernel(layout, progress);
+    await ensureInitramfs(layout, kernel, progress);
+    if (images.includes(DEFAULT_IMAGE)) await ensureBusyboxImage(layout, progress);
+    if (images.includes(DEBIAN_IMAGE)) {
+      await ensureDebianImage(new ImageStore(layout), await guestRuntimeStamp(), progress);
+    }
+    progress(`ready: kernel ${kernel.release}, images: ${(await new ImageStore(layout).list()).join(', ')}`);
+  } finally {
+    await unlock();
   }
-  progress(`ready: kernel ${kernel.release}, images: ${(await new ImageStore(layout).list()).join(', ')}`);
+}
+
+/**
+ * Takes the exclusive lock `<data dir>/.setup.lock` and resolves with its release. `flock(1)`
+ * (util-linux, an essential package) holds it while its command runs, and the command runs until
+ * our end of its stdin closes: on release, or when this process dies however it dies. No lock file
+ * is ever stale.
+ */
+async function lockDataDir(layout: Layout, progress: Progress): Promise<() => Promise<void>> {
+  const file = join(layout.root, '.setup.lock');
+  const child = spawn('flock', ['--exclusive', file, 'sh', '-c', 'echo locked; exec cat >/dev/null'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+  });
+  const waiting = setTimeout(
+    () => progress(`waiting for another orch-agent setup of ${layout.root} to finish`),
+    2_000,
+  );
+  try {
+    await new Promise<void>((resolve, reject) => {
+      child.once('error', reject);
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        if (d.includes('locked')) resolve();
+      });
+      child.once('close', (code) => reject(new Error(`flock ${file} exited with ${code}: ${stderr.trim()}`)));
+    });
+  } finally {
+    clearTimeout(waiting);
+  }
+  return async () => {
+    child.stdin.end();
+    await exited;
+  };
+}
+
+/**
+ * Removes the temp directories of image builds that were killed (an image build works in
+ * `images/.tmp-*`, removed when it ends however it fails, unless its process dies). Only those a day
+ * old: an import that the agent is running beside this setup has one too.
+ */
+async function removeAbandonedBuilds(layout: Layout): Promise<void> {
+  const cutoff = Date.now() - 24 * 3600_000;
+  for (const name of await readdir(layout.imagesDir).catch(() => [] as string[])) {
+    if (!name.startsWith('.tmp-')) continue;
+    const dir = join(layout.imagesDir, name);
+    const st = await stat(dir).catch(() => undefined);
+    if (st && st.mtimeMs < cutoff) await rm(dir, { recursive: true, force: true });
+  }
 }
 
 async function ensureDebianPackages(packages: readonly string[], progress: Progress): Promise<void> {
@@ -244,6 +307,8 @@ async function ensureInitramfs(layout: Layout, kernel: KernelMeta, progress: Pro
   }
   progress('initramfs: building (busybox + virtio modules)');
   const tmp = await mkdtemp(join(tmpdir(), 'orch-agent-initramfs-'));
+  // Written beside the old one under a name of its own, then renamed over it.
+  const staged = `${layout.initramfs}.${randomBytes(6).toString('hex')}.tmp`;
   try {
     const root = join(tmp, 'root');
     for (const d of ['bin', 'dev', 'proc', 'sys', 'newroot']) await mkdir(join(root, d), { recursive: true });
@@ -258,12 +323,13 @@ async function ensureInitramfs(layout: Layout, kernel: KernelMeta, progress: Pro
       'sh',
       root,
       HOST_BUSYBOX,
-      `${layout.initramfs}.tmp`,
+      staged,
     ]);
-    await rename(`${layout.initramfs}.tmp`, layout.initramfs);
+    await rename(staged, layout.initramfs);
     await writeFile(layout.kernelMeta, `${JSON.stringify({ ...kernel, initramfs_stamp: stamp }, null, 2)}\n`);
     progress(`initramfs: ${((await stat(layout.initramfs)).size / 1024 / 1024).toFixed(1)} MiB`);
   } finally {
+    await rm(staged, { force: true });
     await rm(tmp, { recursive: true, force: true });
   }
 }

@@ -5,4 +5,4 @@
 export { runAsInstalled } from './as-installed.js';
 export { removeDataDir, tempDir } from './data-dir.js';
 export { freePort } from './free-port.js';
-export { TestPostgres } from './test-postgres.js';
+export { TEMPLATE_DIR_ENV, TestPostgres } from './test-postgres.js';
