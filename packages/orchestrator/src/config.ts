@@ -162,7 +162,7 @@ export const OPTIONS = declareOptions({
     env: 'ORCH_EVENTS_HEARTBEAT_SEC',
     flag: '--events-heartbeat-sec <s>',
     schema: secondsSchema(15, { max: 3600 }),
-    description: 'seconds between heartbeats (and credential re-checks) on GET /v1/events',
+    description: 'seconds between heartbeats on GET /v1/events',
   },
   streamRecheckSec: {
     env: 'ORCH_STREAM_RECHECK_SEC',

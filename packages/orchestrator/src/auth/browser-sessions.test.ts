@@ -28,13 +28,13 @@ describe('BrowserSessions', () => {
     const a = new BrowserSessions(signer, list);
     const b = new BrowserSessions(signer, list);
     const value = a.issue();
-    expect(await a.isValid(value)).toBe(true);
-    expect(await b.isValid(value)).toBe(true);
+    expect(await a.live(value)).toBeDefined();
+    expect(await b.live(value)).toBeDefined();
     expect(await b.end(value)).toEqual(signer.open(value));
-    expect(await b.isValid(value)).toBe(false);
+    expect(await b.live(value)).toBeUndefined();
     // `a` had seen the session valid a moment ago: that was not cached.
-    expect(await a.isValid(value)).toBe(false);
-    expect(await new BrowserSessions(signer, list).isValid(value)).toBe(false);
+    expect(await a.live(value)).toBeUndefined();
+    expect(await new BrowserSessions(signer, list).live(value)).toBeUndefined();
     // The session's id is revoked until the session's own expiry.
     const claims = signer.open(value)!;
     expect([...list.rows]).toEqual([[claims.sid, new Date(claims.exp * 1000)]]);
@@ -45,13 +45,13 @@ describe('BrowserSessions', () => {
     const sessions = new BrowserSessions(new SessionSigner('master'), list);
     const live = sessions.issue();
     const ended = sessions.issue();
-    await sessions.isValid(live);
-    await sessions.isValid(live);
+    await sessions.live(live);
+    await sessions.live(live);
     expect(list.reads).toBe(2);
     await sessions.end(ended);
     const reads = list.reads;
-    expect(await sessions.isValid(ended)).toBe(false);
-    expect(await sessions.isValid(ended)).toBe(false);
+    expect(await sessions.live(ended)).toBeUndefined();
+    expect(await sessions.live(ended)).toBeUndefined();
     expect(list.reads).toBe(reads);
   });
 
@@ -61,9 +61,9 @@ describe('BrowserSessions', () => {
     const here = new BrowserSessions(signer, list);
     const value = here.issue();
     await new BrowserSessions(signer, list).end(value);
-    expect(await here.isValid(value)).toBe(false);
+    expect(await here.live(value)).toBeUndefined();
     const reads = list.reads;
-    expect(await here.isValid(value)).toBe(false);
+    expect(await here.live(value)).toBeUndefined();
     expect(list.reads).toBe(reads);
   });
 
@@ -78,7 +78,7 @@ describe('BrowserSessions', () => {
     const reads = list.reads;
     expect(await here.revokedAmong(claims)).toEqual(new Set([claims[0]!.sid, claims[1]!.sid]));
     expect(list.reads).toBe(reads + 1);
-    expect(await here.isValid(b)).toBe(false);
+    expect(await here.live(b)).toBeUndefined();
     expect(list.reads).toBe(reads + 1);
     expect(await here.revokedAmong(claims.slice(0, 2))).toEqual(new Set([claims[0]!.sid, claims[1]!.sid]));
     expect(list.reads).toBe(reads + 1);
@@ -92,7 +92,7 @@ describe('BrowserSessions', () => {
     const foreign = new SessionSigner('another master').issue(clock.now);
     for (const value of ['', 'garbage', 'a.b', expired, foreign]) {
       expect(await sessions.end(value), value).toBeUndefined();
-      expect(await sessions.isValid(value), value).toBe(false);
+      expect(await sessions.live(value), value).toBeUndefined();
     }
     expect(list.rows.size).toBe(0);
     expect(list.reads).toBe(0);
@@ -104,8 +104,8 @@ describe('BrowserSessions', () => {
     const sessions = new BrowserSessions(new SessionSigner('master'), list, () => clock.now);
     const value = sessions.issue();
     clock.now += 7 * DAY - 1000;
-    expect(await sessions.isValid(value)).toBe(true);
+    expect(await sessions.live(value)).toBeDefined();
     clock.now += 1000;
-    expect(await sessions.isValid(value)).toBe(false);
+    expect(await sessions.live(value)).toBeUndefined();
   });
 });

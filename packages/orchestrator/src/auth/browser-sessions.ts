@@ -42,11 +42,6 @@ export class BrowserSessions {
     return this.#signer.issue(this.#now());
   }
 
-  /** Whether `value` is a session this master token issued that has neither expired nor been revoked. */
-  async isValid(value: string): Promise<boolean> {
-    return (await this.live(value)) !== undefined;
-  }
-
   /**
    * The claims of `value` when it is a session this master token issued that has neither expired
    * nor been revoked (one store read, see the class comment), else undefined.
