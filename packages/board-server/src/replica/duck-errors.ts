@@ -47,13 +47,13 @@ export function refineSyncError(err: unknown, board: string, memoryLimitMb: numb
   if (/Out of Memory Error/.test(message)) {
     return boardError(
       'OutOfMemory',
-      `the replica of board "${board}" needed more than its ${memoryLimitMb} MB DuckDB memory limit while syncing; nothing was half-applied and the replica is rebuilt from the store on the next request (raise BOARD_REPLICA_MEMORY_MB if this persists)`,
+      `the replica of board "${board}" needed more than its ${memoryLimitMb} MB DuckDB memory limit while syncing; nothing was half-applied; the replica is rebuilt from the store on a request after the board changes or a minute passes (raise BOARD_REPLICA_MEMORY_MB if this persists)`,
     );
   }
   if (isFatalDuckError(err)) {
     return boardError(
       'ReplicaUnavailable',
-      `the replica of board "${board}" failed (DuckDB fatal error) while syncing; it was discarded and is rebuilt from the store on the next request`,
+      `the replica of board "${board}" failed (DuckDB fatal error) while syncing; it was discarded and is rebuilt from the store on a request after the board changes or a minute passes`,
     );
   }
   return err;

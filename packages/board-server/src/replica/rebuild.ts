@@ -9,7 +9,7 @@ import { type DuckSettings, Replica } from './replica.js';
 /** Base-table rows read per page while rebuilding. */
 const REBUILD_BATCH = 50_000;
 /**
- * Bytes of rows (their text form, as PostgreSQL prints them) per page beyond its first row: a page is
+ * Bytes of rows (their text cells' lengths, and 16 per other cell) per page beyond its first row: a page is
  * one DuckDB transaction of the new replica and is held by the node while it is appended, so its
  * size, not the board's, is what a rebuild needs in memory (a row is at most 8 MiB of text,
  * `MAX_MUTATION_TEXT_BYTES`).
@@ -45,12 +45,21 @@ export async function rebuildReplica(
           c.type === 'TIMESTAMP' ? sql`${micros(c.name)} AS ${sql.id(c.name)}` : sql.ref(c.name),
         ),
       ]);
+      // A row's size without reading its text: `octet_length` of a text value is its length as
+      // stored (TOAST keeps it), not a copy; the other cells are small and counted as 16 bytes.
+      const textBytes = sql.join(
+        [sql.ref('id'), ...columns.filter((c) => c.type === 'TEXT').map((c) => sql.ref(c.name))].map(
+          (ref) => sql`coalesce(octet_length(${ref}), 0)`,
+        ),
+        sql` + `,
+      );
+      const fixedBytes = 16 * (2 + columns.filter((c) => c.type !== 'TEXT').length);
       return await Replica.create(path, boardNo, settings, columns, m.head, async (push) => {
         let last: string | null = null;
         for (;;) {
           // Upper-case names cannot collide with a user column (lower-case by rule).
           const page = await sql<Row>`SELECT ${select} FROM (
-              SELECT b.*, sum(octet_length(b::text)) OVER (ORDER BY id) AS "UptoBytes",
+              SELECT b.*, sum(${textBytes} + ${fixedBytes}) OVER (ORDER BY id) AS "UptoBytes",
                 row_number() OVER (ORDER BY id) AS "N"
               FROM ${sql.table(boardTable(boardNo))} b
               WHERE ${last === null ? sql`true` : sql`id > ${last}`} ORDER BY id LIMIT ${REBUILD_BATCH}

@@ -78,6 +78,7 @@ export class ReplicaCache {
       log,
       openReplica: (board) => this.open.get(board),
       evict: (board) => this.evict(board, { removeFile: true }),
+      failures: new Map(),
     };
   }
 
