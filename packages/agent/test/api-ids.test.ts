@@ -80,6 +80,19 @@ describe('route ids', () => {
     expect([e.status, e.code, e.details]).toEqual([503, 'unavailable', { reason: 'disk_full' }]);
   });
 
+  test('a body with a "__proto__" key is 400 naming it and never reaches the VM manager', async () => {
+    calls.length = 0;
+    const res = await call('POST', '/v1/vms/vm_1/exec', { argv: ['true'], env: { ['__proto__']: 'x' } });
+    expect(res.status).toBe(400);
+    const e = errorFromBody(res.status, await res.json());
+    expect([e.code, e.message, e.details]).toEqual([
+      'invalid_argument',
+      'env.__proto__: "__proto__" is not accepted as a name (no field takes it)',
+      { field: 'env', path: 'env.__proto__' },
+    ]);
+    expect(calls).toEqual([]);
+  });
+
   test('AgentError is the protocol class', () => {
     expect(AgentError.notFound('VM', 'x')).toBeInstanceOf(OrchError);
   });

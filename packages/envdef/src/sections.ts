@@ -9,6 +9,7 @@ import {
   EXPOSE_FIELDS,
   type ExposeEntry,
   LIMITS,
+  RESERVED_KEY,
   SECRET_NAME,
   SERVICE_FIELDS,
   type ServiceDefinition,
@@ -73,6 +74,10 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
           r.report(entry.key, `env name "${envName}" of ${where} must match [A-Za-z_][A-Za-z0-9_]*`);
           continue;
         }
+        if (envName === RESERVED_KEY) {
+          r.report(entry.key, `env name "${envName}" of ${where} is reserved: no JSON reader keeps it`);
+          continue;
+        }
         const value = readEnvValue(r, entry, `env "${envName}" of ${where}`);
         if (value) env.push({ name: envName, value });
       }
@@ -96,7 +101,12 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
       const name = r.string(secret.value, `${where} secret`, secret.key);
       if (name === undefined) return undefined;
       if (!SECRET_NAME.test(name)) {
-        r.report(secret.value, `secret name "${name}" must match [A-Za-z_][A-Za-z0-9_.-]* (at most 128)`);
+        r.report(
+          secret.value,
+          name === RESERVED_KEY
+            ? `secret name "${name}" is reserved: no JSON reader keeps it`
+            : `secret name "${name}" must match [A-Za-z_][A-Za-z0-9_.-]* (at most 128)`,
+        );
         return undefined;
       }
       return { secret: name };

@@ -52,7 +52,7 @@ describe('POST /v1/environments body', () => {
 
   test('secrets are keyed by secret names', () => {
     expect(issues(CreateEnvironmentRequest, { ...valid, secrets: { 'a b': 'x' } })).toEqual([
-      'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128',
+      'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128, not "__proto__"',
     ]);
   });
 

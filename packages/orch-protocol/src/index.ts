@@ -79,6 +79,7 @@ export {
   RegisterHostRequest,
 } from './hosts.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME } from './ids.js';
+export { parseJsonBody, protoKeyPath, protoKeyProblem } from './json-body.js';
 export {
   AgentLogQuery,
   EnvironmentLogsQuery,

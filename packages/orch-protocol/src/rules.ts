@@ -89,4 +89,15 @@ export function serviceNameProblem(name: string): string | undefined {
   return SERVICE_NAME.test(name) ? undefined : `must be ${ID_RULES.serviceName}`;
 }
 
+/**
+ * The one name no key of a manifest or a request may have (json-body.ts): `JSON.parse` keeps it as
+ * a key, but every schema reader skips it, so a variable or secret of that name would vanish.
+ */
+export const RESERVED_KEY = '__proto__';
+
+/** Secret names: the definition file's secret references, the manifest's, and a request's `secrets`. */
+export const SECRET_NAME = /^(?!__proto__$)[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+export const SECRET_NAME_RULE =
+  'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128, not "__proto__"';
+
 export { AGENT_ID, ID_RULES, SERVICE_NAME };

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { base64Problem, decodeBase64 } from './base64.js';
 import { OrchError } from './errors.js';
 import { IMAGE_NAME } from './ids.js';
+import { protoKeyPath, protoKeyProblem } from './json-body.js';
 import { Manifest } from './manifest.js';
 
 /**
@@ -85,7 +86,8 @@ export function decodeManifestInline(manifestInline: string): string {
  * the field (`manifest_inline: services.db.env.PW: ...`), a manifest that is not JSON of the
  * {@link Manifest} shape (a version other than `"1"`, a relative workspace, an env entry with both
  * a value and a secret, an unknown field, a service name outside the rule: `serviceNameProblem`
- * of rules.ts), an env name with `=` or a NUL, or more than {@link MAX_SERVICES} services.
+ * of rules.ts), an env name with `=` or a NUL, a `__proto__` key anywhere (json-body.ts), or more
+ * than {@link MAX_SERVICES} services.
  */
 export function manifestServices(manifestJson: string): ManifestService[] {
   let json: unknown;
@@ -96,6 +98,12 @@ export function manifestServices(manifestJson: string): ManifestService[] {
       field: 'manifest_inline',
     });
   }
+  const protoKey = protoKeyPath(json);
+  if (protoKey !== undefined)
+    throw OrchError.invalid(`manifest_inline: ${protoKeyProblem(protoKey)}`, {
+      field: 'manifest_inline',
+      path: protoKey,
+    });
   const parsed = Manifest.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -1,9 +1,17 @@
 import { z } from 'zod';
 import { base64Problem } from './base64.js';
 import { AGENT_ID, ID_RULES } from './ids.js';
-import { identifierProblem, MAX_TASK_ID, textProblem } from './rules.js';
+import { identifierProblem, MAX_TASK_ID, SECRET_NAME, SECRET_NAME_RULE, textProblem } from './rules.js';
 
-export { checkIdentifier, cleanText, identifierProblem, MAX_TASK_ID, textProblem } from './rules.js';
+export {
+  checkIdentifier,
+  cleanText,
+  identifierProblem,
+  MAX_TASK_ID,
+  SECRET_NAME,
+  SECRET_NAME_RULE,
+  textProblem,
+} from './rules.js';
 
 /**
  * A string field under the text rule, at most `max` characters (and at least `min`).
@@ -46,11 +54,6 @@ export const AGENT_ID_RULE = ID_RULES.agentId;
 /** Host ids: what an agent reports, or what the operator chooses at registration. */
 export const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 export const HOST_ID_RULE = '1-63 letters, digits, ".", "_" or "-", starting with a letter or digit';
-
-/** Secret names (as `orch compile` checks them in the definition file). */
-export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
-export const SECRET_NAME_RULE =
-  'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128';
 
 /** A field holding a task id ({@link identifierProblem}). */
 export const taskId = () =>

@@ -366,14 +366,7 @@ test.skipIf(skip)('invalid UTF-8 in a JSON body is never a 5xx (it decodes to U+
 test.skipIf(skip)(
   'secret names like constructor or __proto__ are looked up as own properties only',
   async () => {
-    for (const name of [
-      'constructor',
-      'toString',
-      'hasOwnProperty',
-      'valueOf',
-      '__proto__',
-      '__defineGetter__',
-    ]) {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__']) {
       const res = await orchd.request('POST', '/v1/environments', {
         token: MASTER,
         body: validEnvironment(name, {}),
@@ -393,6 +386,47 @@ test.skipIf(skip)(
     await orchd.request('DELETE', `/v1/environments/${(ok.body as { id: string }).id}`, { token: MASTER });
   },
 );
+
+test.skipIf(skip)('a "__proto__" key anywhere is 400 naming it, never dropped without a word', async () => {
+  const proto = (value: unknown) => ({ ['__proto__']: value });
+  const env = validEnvironment();
+  const manifest = (services: unknown) =>
+    Buffer.from(JSON.stringify({ version: '1', services })).toString('base64');
+  const cases: [string, string, unknown, string][] = [
+    ['POST', '/v1/environments', { ...env, secrets: { ...env.secrets, ...proto('v') } }, 'secrets.__proto__'],
+    [
+      'POST',
+      '/v1/environments',
+      { ...env, manifest_inline: manifest(proto({ image: 'postgres' })) },
+      'manifest_inline: services.__proto__',
+    ],
+    [
+      'POST',
+      '/v1/environments',
+      { ...env, manifest_inline: manifest({ db: { image: 'postgres', env: proto('x') } }) },
+      'manifest_inline: services.db.env.__proto__',
+    ],
+    ['POST', '/v1/hosts', { kind: 'microvm', agent_url: agent.url, labels: proto('a') }, 'labels.__proto__'],
+    ['POST', `/v1/environments/${envId}?action=exec`, { argv: ['true'], env: proto('x') }, 'env.__proto__'],
+    ['POST', '/v1/api-keys', { label: 'l', ...proto({}) }, '__proto__'],
+  ];
+  for (const [method, path, body, where] of cases) {
+    const res = await orchd.request(method, path, { token: MASTER, body });
+    expect(res.status, where).toBe(400);
+    expect(res.body, where).toMatchObject({
+      error: {
+        code: 'invalid_argument',
+        message: `${where}: "__proto__" is not accepted as a name (no field takes it)`,
+      },
+    });
+  }
+  const secret = await orchd.request('POST', '/v1/environments', {
+    token: MASTER,
+    body: validEnvironment('__proto__', {}),
+  });
+  expect(secret.status).toBe(400);
+  expect(JSON.stringify(secret.body)).toContain('must be a secret name');
+});
 
 test.skipIf(skip)('huge arrays and records get a small error: the first 20 issues and a count', async () => {
   const env = validEnvironment();

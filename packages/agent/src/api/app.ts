@@ -14,6 +14,7 @@ import {
   issuesDetails,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
+  parseJsonBody,
   SnapshotExportRequest,
   SnapshotFetchRequest,
   TRANSFER_GRANT_HEADER,
@@ -205,14 +206,7 @@ function pathId(c: Context, name: string): string {
 }
 
 async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
-  const text = await c.req.text();
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw AgentError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
-  }
-  return checked(schema, value);
+  return checked(schema, parseJsonBody(await c.req.text()));
 }
 
 /** The query string, checked by `schema`. */

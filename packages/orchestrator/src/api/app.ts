@@ -1,4 +1,4 @@
-import { issuesDetails, OrchError, SESSION_COOKIE } from '@orch/protocol';
+import { issuesDetails, OrchError, parseJsonBody, SESSION_COOKIE } from '@orch/protocol';
 import { type HttpMetrics, requestIdMiddleware } from '@support/server';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -118,13 +118,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
 }
 
 async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === '') throw OrchError.invalid('the request body is empty: send a JSON object');
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw OrchError.invalid(`the request body is not valid JSON: ${(err as Error).message}`);
-  }
+  return parseJsonBody(await c.req.text());
 }
 
 /**
