@@ -1,12 +1,13 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { HOST_BUSYBOX, HOST_CRUN } from '../src/images/guest-runtime.js';
 import { ImageStore } from '../src/images/image-store.js';
 import { Layout } from '../src/images/layout.js';
+import { ensureBusyboxImage } from '../src/images/setup.js';
 
 /** What a build runs on the host: busybox-static, crun (the guest runtime), e2fsprogs. */
 function buildToolsAvailable(): boolean {
@@ -41,5 +42,26 @@ describe.skipIf(!buildToolsAvailable())('image builds', () => {
     const which = execFileSync('debugfs', ['-R', 'cat /which', file], { encoding: 'utf8', stdio: 'pipe' });
     expect(which).toBe(meta?.description);
     expect(readdirSync(layout.imagesDir)).toEqual(['twin']);
+  });
+
+  test('setup rebuilds the busybox image when its recipe changed, and only then', async () => {
+    const layout = new Layout(join(dir, 'setup'));
+    const steps: string[] = [];
+    const ensure = () => ensureBusyboxImage(layout, (m) => steps.push(m));
+    await ensure();
+    await ensure();
+    expect(steps).toEqual([
+      'image busybox: building (busybox root + guest agent)',
+      'image busybox: ready',
+      'image busybox: cached',
+    ]);
+    // An image built by an older recipe (or before recipes were recorded) is built again.
+    const json = join(layout.imageDir('busybox'), 'image.json');
+    const meta = JSON.parse(await readFile(json, 'utf8'));
+    await writeFile(json, JSON.stringify({ ...meta, recipe_stamp: 'busybox-root-r0' }));
+    steps.length = 0;
+    await ensure();
+    expect(steps).toEqual(['image busybox: building (busybox root + guest agent)', 'image busybox: ready']);
+    expect(JSON.parse(await readFile(json, 'utf8'))).toMatchObject({ recipe_stamp: meta.recipe_stamp });
   });
 });

@@ -20,6 +20,27 @@ export const DEBIAN_SUITE = 'bookworm';
 export const DEBIAN_INCLUDE = ['ca-certificates', 'curl', 'python3', 'iproute2', 'procps', 'less', 'git'];
 
 /**
+ * mmdebstrap's options for {@link DEBIAN_IMAGE}: documentation and translations are not needed in a
+ * sandbox and are a third of the size.
+ */
+const DEBIAN_OPTIONS = [
+  '--mode=root',
+  '--variant=minbase',
+  `--include=${DEBIAN_INCLUDE.join(',')}`,
+  '--dpkgopt=path-exclude=/usr/share/man/*',
+  '--dpkgopt=path-exclude=/usr/share/locale/*',
+  '--dpkgopt=path-include=/usr/share/locale/locale.alias',
+  '--dpkgopt=path-exclude=/usr/share/doc/*',
+  '--dpkgopt=path-include=/usr/share/doc/*/copyright',
+];
+
+/**
+ * Revision of what {@link populateDebianRoot} does after mmdebstrap: bump it with any change there,
+ * and the next setup rebuilds the image (the options and sources are in the stamp already).
+ */
+const DEBIAN_FINISH_REVISION = 1;
+
+/**
  * The host's apt sources, passed to mmdebstrap as its mirror argument, so the image is built from
  * whatever this host's apt reaches (deb822 `*.sources` files and one-line `sources.list` both work).
  */
@@ -42,12 +63,13 @@ export async function hostAptSources(): Promise<string[]> {
 }
 
 /**
- * A key for the cache: the package list, suite and the content of the host's sources files. A
- * change in any of them rebuilds the image on the next `setup`.
+ * A key for the cache: mmdebstrap's options (the package list among them), the suite, the content
+ * of the host's sources files and {@link DEBIAN_FINISH_REVISION}. A change in any of them rebuilds
+ * the image on the next `setup`.
  */
 export async function debianRecipeStamp(sources: readonly string[]): Promise<string> {
   const h = createHash('sha256');
-  h.update(JSON.stringify(['mmdebstrap', 'minbase', DEBIAN_SUITE, DEBIAN_INCLUDE]));
+  h.update(JSON.stringify(['mmdebstrap', DEBIAN_OPTIONS, DEBIAN_SUITE, DEBIAN_FINISH_REVISION]));
   for (const f of sources) h.update(JSON.stringify([f, await readFile(f, 'utf8')]));
   return h.digest('hex').slice(0, 16);
 }
@@ -67,15 +89,7 @@ export async function populateDebianRoot(
     [
       'mmdebstrap',
       '--verbose', // stage lines (`I: ...`) even without a terminal; only those are shown
-      '--mode=root',
-      '--variant=minbase',
-      `--include=${DEBIAN_INCLUDE.join(',')}`,
-      // Documentation and translations are not needed in a sandbox and are a third of the size.
-      '--dpkgopt=path-exclude=/usr/share/man/*',
-      '--dpkgopt=path-exclude=/usr/share/locale/*',
-      '--dpkgopt=path-include=/usr/share/locale/locale.alias',
-      '--dpkgopt=path-exclude=/usr/share/doc/*',
-      '--dpkgopt=path-include=/usr/share/doc/*/copyright',
+      ...DEBIAN_OPTIONS,
       DEBIAN_SUITE,
       root,
       ...sources,

@@ -76,6 +76,14 @@ async function installElf(lib: string, bin: string, name: string, path: string):
   );
 }
 
+/**
+ * The recipe of the `busybox` image that `orch-agent setup` builds ({@link populateBusyboxRoot}),
+ * kept in its `image.json`: bump the revision with any change to what that function writes, and
+ * the next setup rebuilds the image instead of keeping the old one (the guest runtime it carries
+ * is stamped on its own, {@link guestRuntimeStamp}).
+ */
+export const BUSYBOX_RECIPE = 'busybox-root-r1';
+
 /** A minimal busybox root filesystem: FHS directories, applet links, root user. */
 export async function populateBusyboxRoot(root: string): Promise<void> {
   for (const d of [

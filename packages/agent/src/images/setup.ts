@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { run } from '../util/run.js';
 import { DEBIAN_IMAGE, ensureDebianImage } from './debian-image.js';
-import { guestRuntimeStamp, HOST_BUSYBOX, populateBusyboxRoot } from './guest-runtime.js';
+import { BUSYBOX_RECIPE, guestRuntimeStamp, HOST_BUSYBOX, populateBusyboxRoot } from './guest-runtime.js';
 import { GUEST_MODULES, INITRAMFS_INIT } from './guest-scripts.js';
 import { ImageStore } from './image-store.js';
 import { DEFAULT_IMAGE, Layout } from './layout.js';
@@ -334,15 +334,22 @@ async function ensureInitramfs(layout: Layout, kernel: KernelMeta, progress: Pro
   }
 }
 
-async function ensureBusyboxImage(layout: Layout, progress: Progress): Promise<void> {
+/**
+ * `setup`'s step for the `busybox` image: cached while the guest runtime and {@link BUSYBOX_RECIPE}
+ * are those it was built with; otherwise built (a few seconds).
+ */
+export async function ensureBusyboxImage(layout: Layout, progress: Progress): Promise<void> {
   const store = new ImageStore(layout);
   const stamp = await guestRuntimeStamp();
   const existing = await store.meta(DEFAULT_IMAGE);
-  if (existing?.runtime_stamp === stamp) {
+  if (existing?.runtime_stamp === stamp && existing.recipe_stamp === BUSYBOX_RECIPE) {
     progress(`image ${DEFAULT_IMAGE}: cached`);
     return;
   }
   progress(`image ${DEFAULT_IMAGE}: building (busybox root + guest agent)`);
-  await store.build(DEFAULT_IMAGE, 'busybox-static root built by orch-agent setup', populateBusyboxRoot);
+  await store.build(DEFAULT_IMAGE, 'busybox-static root built by orch-agent setup', populateBusyboxRoot, {
+    source: DEFAULT_IMAGE,
+    recipe_stamp: BUSYBOX_RECIPE,
+  });
   progress(`image ${DEFAULT_IMAGE}: ready`);
 }
