@@ -55,6 +55,11 @@ function postOnce(
   });
 }
 const KiB = 1024;
+/**
+ * The two tests that move 80 MB through PostgreSQL and DuckDB take 11-16 s alone and were seen at
+ * 26-45 s in a full test run on this 2-core machine: a hang guard with room, not a speed bound.
+ */
+const HEAVY_TIMEOUT = 240_000;
 const MiB = 1024 * KiB;
 
 describeOnServerPostgres('write bounds and replica memory', () => {
@@ -144,103 +149,111 @@ describeOnServerPostgres('write bounds and replica memory', () => {
     expect(rowsOf(ids).result.rows).toEqual([]);
   });
 
-  it('keeps a board larger than its replica memory limit readable, synced and rebuilt (80 MB of 64 KiB cells)', async () => {
-    // Each replica has a 64 MB DuckDB memory limit here; 10 mutations of 8 MiB
-    // (127 cells of 64 KiB each, ids included under the bound) are 80 MB.
-    const cell = 'y'.repeat(64 * KiB);
-    for (let m = 0; m < 10; m++) {
-      value(
-        await insert(
-          'big',
-          Array.from({ length: 127 }, (_, i) => ({ id: `b${m}-${i}`, title: cell })),
-        ),
-      );
-      // A read after each write: the replica catches up one 8 MiB record at a time.
-      const r = rowsOf(await query('big', 'SELECT count(*) FROM {{t}}'));
-      expect(r.result.rows).toEqual([[(m + 1) * 127]]);
-      const one = await query('big', `SELECT length(title) FROM {{t}} WHERE id = 'b${m}-7'`);
-      expect(rowsOf(one).result.rows).toEqual([[64 * KiB]]);
-    }
-    // A scan of all 80 MB of text may need more than the replica's 64 MB: then it is the query's
-    // own QueryFailed (out of memory), and the replica is unharmed.
-    const scan = await query('big', 'SELECT sum(length(title)) FROM {{t}}');
-    if (tag(scan) === 'ok') expect(rowsOf(scan).result.rows).toEqual([[10 * 127 * 64 * KiB]]);
-    else
-      expect(scan.body).toMatchObject({
-        error: { _tag: 'QueryFailed', message: expect.stringContaining('Out of Memory') },
-      });
-    expect(rowsOf(await query('big', 'SELECT count(*) FROM {{t}}')).result.rows).toEqual([[10 * 127]]);
-    // Without its file the replica is rebuilt from the base table: in batches, not one transaction.
-    await node.stop();
-    await rm(join(env.BOARD_DATA_DIR as string, 'replicas'), { recursive: true, force: true });
-    node = await start(env);
-    const rebuilt = rowsOf(await query('big', 'SELECT count(*) FROM {{t}}'));
-    expect(rebuilt.cache).toBe('rebuild');
-    expect(rebuilt.result.rows).toEqual([[10 * 127]]);
-    const last = await query('big', "SELECT length(title) FROM {{t}} WHERE id = 'b9-126'");
-    expect(rowsOf(last).result.rows).toEqual([[64 * KiB]]);
-    expect(node.output()).not.toMatch(/FATAL|rebuilding the replica failed|unexpected error/);
-  });
+  it(
+    'keeps a board larger than its replica memory limit readable, synced and rebuilt (80 MB of 64 KiB cells)',
+    async () => {
+      // Each replica has a 64 MB DuckDB memory limit here; 10 mutations of 8 MiB
+      // (127 cells of 64 KiB each, ids included under the bound) are 80 MB.
+      const cell = 'y'.repeat(64 * KiB);
+      for (let m = 0; m < 10; m++) {
+        value(
+          await insert(
+            'big',
+            Array.from({ length: 127 }, (_, i) => ({ id: `b${m}-${i}`, title: cell })),
+          ),
+        );
+        // A read after each write: the replica catches up one 8 MiB record at a time.
+        const r = rowsOf(await query('big', 'SELECT count(*) FROM {{t}}'));
+        expect(r.result.rows).toEqual([[(m + 1) * 127]]);
+        const one = await query('big', `SELECT length(title) FROM {{t}} WHERE id = 'b${m}-7'`);
+        expect(rowsOf(one).result.rows).toEqual([[64 * KiB]]);
+      }
+      // A scan of all 80 MB of text may need more than the replica's 64 MB: then it is the query's
+      // own QueryFailed (out of memory), and the replica is unharmed.
+      const scan = await query('big', 'SELECT sum(length(title)) FROM {{t}}');
+      if (tag(scan) === 'ok') expect(rowsOf(scan).result.rows).toEqual([[10 * 127 * 64 * KiB]]);
+      else
+        expect(scan.body).toMatchObject({
+          error: { _tag: 'QueryFailed', message: expect.stringContaining('Out of Memory') },
+        });
+      expect(rowsOf(await query('big', 'SELECT count(*) FROM {{t}}')).result.rows).toEqual([[10 * 127]]);
+      // Without its file the replica is rebuilt from the base table: in batches, not one transaction.
+      await node.stop();
+      await rm(join(env.BOARD_DATA_DIR as string, 'replicas'), { recursive: true, force: true });
+      node = await start(env);
+      const rebuilt = rowsOf(await query('big', 'SELECT count(*) FROM {{t}}'));
+      expect(rebuilt.cache).toBe('rebuild');
+      expect(rebuilt.result.rows).toEqual([[10 * 127]]);
+      const last = await query('big', "SELECT length(title) FROM {{t}} WHERE id = 'b9-126'");
+      expect(rowsOf(last).result.rows).toEqual([[64 * KiB]]);
+      expect(node.output()).not.toMatch(/FATAL|rebuilding the replica failed|unexpected error/);
+    },
+    HEAVY_TIMEOUT,
+  );
 
-  it('answers a precise error, never Internal, for a replica DuckDB cannot hold, and rebuilds it once the rows are gone', async () => {
-    // Rows written before the cell bound existed: 4 MiB titles (DuckDB cannot spill strings longer
-    // than its 256 KiB block), 20 of them, straight into the store as a node would have written them.
-    const client = new pg.Client({ connectionString: postgres.url() });
-    await client.connect();
-    try {
-      value(await insert('legacy', [{ id: 'small', title: 'fine' }]));
-      expect(rowsOf(await query('legacy', 'SELECT count(*) FROM {{t}}')).result.rows).toEqual([[1]]);
-      const { rows } = await client.query<{ board_no: string }>(
-        "SELECT board_no FROM board_boards WHERE board_id = 'legacy'",
-      );
-      const table = `board_${rows[0]?.board_no}`;
-      for (let i = 0; i < 20; i++) {
-        await client.query('BEGIN');
-        const h = await client.query<{ head: string }>(
-          "UPDATE board_boards SET head = head + 1 WHERE board_id = 'legacy' RETURNING head",
+  it(
+    'answers a precise error, never Internal, for a replica DuckDB cannot hold, and rebuilds it once the rows are gone',
+    async () => {
+      // Rows written before the cell bound existed: 4 MiB titles (DuckDB cannot spill strings longer
+      // than its 256 KiB block), 20 of them, straight into the store as a node would have written them.
+      const client = new pg.Client({ connectionString: postgres.url() });
+      await client.connect();
+      try {
+        value(await insert('legacy', [{ id: 'small', title: 'fine' }]));
+        expect(rowsOf(await query('legacy', 'SELECT count(*) FROM {{t}}')).result.rows).toEqual([[1]]);
+        const { rows } = await client.query<{ board_no: string }>(
+          "SELECT board_no FROM board_boards WHERE board_id = 'legacy'",
         );
-        const seq = Number(h.rows[0]?.head);
-        await client.query(
-          `INSERT INTO ${table} (id, title, updated_at) VALUES ($1, repeat('z', 4194304), now())`,
-          [`legacy-${i}`],
-        );
-        await client.query(
-          `INSERT INTO board_changes (board_id, seq, kind, payload) VALUES ('legacy', $1, 'insert',
+        const table = `board_${rows[0]?.board_no}`;
+        for (let i = 0; i < 20; i++) {
+          await client.query('BEGIN');
+          const h = await client.query<{ head: string }>(
+            "UPDATE board_boards SET head = head + 1 WHERE board_id = 'legacy' RETURNING head",
+          );
+          const seq = Number(h.rows[0]?.head);
+          await client.query(
+            `INSERT INTO ${table} (id, title, updated_at) VALUES ($1, repeat('z', 4194304), now())`,
+            [`legacy-${i}`],
+          );
+          await client.query(
+            `INSERT INTO board_changes (board_id, seq, kind, payload) VALUES ('legacy', $1, 'insert',
              jsonb_build_object('updatedAt', (extract(epoch FROM now()) * 1000000)::bigint,
                'rows', jsonb_build_array(jsonb_build_object('id', $2::text, 'title', repeat('z', 4194304)))))`,
-          [seq, `legacy-${i}`],
-        );
-        await client.query('COMMIT');
+            [seq, `legacy-${i}`],
+          );
+          await client.query('COMMIT');
+        }
+      } finally {
+        await client.end();
       }
-    } finally {
-      await client.end();
-    }
-    const tags = new Set<string>();
-    for (let i = 0; i < 3; i++) {
-      const a = await query('legacy', 'SELECT count(*) FROM {{t}}');
-      expect(a.status).toBe(200);
-      tags.add(tag(a));
-      // The node stays responsive.
-      expect((await fetch(`${node.url}/health`)).status).toBe(200);
-    }
-    expect([...tags].every((t) => t === 'OutOfMemory' || t === 'ReplicaUnavailable')).toBe(true);
-    // The board did not change, so the failed rebuild is not tried again for every request (each
-    // would read all 80 MB from the store): the later requests got its error at once.
-    expect(node.output().match(/rebuilding the replica failed/g)).toHaveLength(1);
-    // Deleting the rows restores reads: the replica is rebuilt from the store.
-    value(
-      await rpc(
-        node.url,
-        'mutate.delete',
-        { ids: Array.from({ length: 20 }, (_, i) => `legacy-${i}`) },
-        { board: 'legacy' },
-      ),
-    );
-    const after = rowsOf(await query('legacy', 'SELECT count(*) FROM {{t}}'));
-    expect(after.result.rows).toEqual([[1]]);
-    expect(after.cache).toBe('rebuild');
-    expect(node.output()).not.toMatch(/"tag":"Internal"|unexpected error/);
-  });
+      const tags = new Set<string>();
+      for (let i = 0; i < 3; i++) {
+        const a = await query('legacy', 'SELECT count(*) FROM {{t}}');
+        expect(a.status).toBe(200);
+        tags.add(tag(a));
+        // The node stays responsive.
+        expect((await fetch(`${node.url}/health`)).status).toBe(200);
+      }
+      expect([...tags].every((t) => t === 'OutOfMemory' || t === 'ReplicaUnavailable')).toBe(true);
+      // The board did not change, so the failed rebuild is not tried again for every request (each
+      // would read all 80 MB from the store): the later requests got its error at once.
+      expect(node.output().match(/rebuilding the replica failed/g)).toHaveLength(1);
+      // Deleting the rows restores reads: the replica is rebuilt from the store.
+      value(
+        await rpc(
+          node.url,
+          'mutate.delete',
+          { ids: Array.from({ length: 20 }, (_, i) => `legacy-${i}`) },
+          { board: 'legacy' },
+        ),
+      );
+      const after = rowsOf(await query('legacy', 'SELECT count(*) FROM {{t}}'));
+      expect(after.result.rows).toEqual([[1]]);
+      expect(after.cache).toBe('rebuild');
+      expect(node.output()).not.toMatch(/"tag":"Internal"|unexpected error/);
+    },
+    HEAVY_TIMEOUT,
+  );
 
   it('bounds a changes.read page by bytes: at least one record, never much past 4 MiB', async () => {
     const cell = 'p'.repeat(64 * KiB);
