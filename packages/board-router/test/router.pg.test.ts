@@ -429,6 +429,30 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     }
   });
 
+  it('names the node whose 5xx it relays in x-data-served-by, not the last node it tried', async () => {
+    // Round-robin from the first node: the read gets a 500 from node-c, fails over to node-a,
+    // whose connection then breaks off before it answers; no node is left, so node-c's 500 is
+    // relayed, and it is node-c that served it.
+    const proxyA = await startGateProxy(a.url);
+    const rr = await startRouter([proxyC.url, proxyA.url], { hedge: 'off', balance: 'round-robin' });
+    proxyC.setFail(() => true);
+    proxyA.setHold(() => true);
+    try {
+      const held = proxyA.nextHeld();
+      const answer = rpc(rr.url, 'query.execute', COUNT, { board: BOARD });
+      await held;
+      proxyA.dropHeld();
+      const r = await answer;
+      expect(r.status).toBe(500);
+      expect(tag(r)).toBe('Internal');
+      expect(r.headers.get('x-data-served-by')).toBe('node-c');
+    } finally {
+      proxyC.setFail(() => false);
+      proxyA.setHold(() => false);
+      await proxyA.stop();
+    }
+  });
+
   it('survives SIGKILL of a node under load: zero failed reads and keyed mutations; its watch stream is broken off', async () => {
     // A watch proxied from node-b (a router over node-b alone picks it): broken off when node-b dies.
     const onlyB = await startRouter([b.url]);
