@@ -20,8 +20,9 @@ export interface WatchOptions {
  *        │                  │ ──error {_tag}──▶ throw BoardError (SlowConsumer included)
  *        │                  │ ──server ended the stream──▶ done
  *        │                  │ ──signal aborted──▶ done
- *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, or silent: no headers within
- *                               timeoutMs, no byte within 2 heartbeats + timeoutMs): reconnect with after=last;
+ *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, a 5xx without an envelope,
+ *                               or silent: no headers within timeoutMs, no byte within 2 heartbeats
+ *                               + timeoutMs): reconnect with after=last;
  *                               (give up ──▶ throw BoardError: see `reconnectDelay`)
  * ```
  *
@@ -85,7 +86,17 @@ export async function* watchStream(
     if (res.status !== 200 || !res.body) {
       clearTimeout(timer);
       const text = await res.text().catch(() => '');
-      throw envelopeError(res.status, text);
+      const err = envelopeError(res.status, text);
+      // A 5xx without an envelope (a proxy in front) is a transport failure, as for requests:
+      // reconnected under the same policy as a dropped connection. An envelope is final.
+      if (err.isTransport && !signal?.aborted) {
+        const delay = reconnectDelay();
+        if (delay !== undefined) {
+          await sleep(delay, signal);
+          continue;
+        }
+      }
+      throw err;
     }
     const pending: EventSourceMessage[] = [];
     const parser = createParser({ onEvent: (e) => pending.push(e) });

@@ -423,6 +423,25 @@ for (const storeName of STORES) {
       expect(calls).toBe(2);
     });
 
+    it('watch reconnects after a 5xx without an envelope (a proxy), as after any transport failure', async () => {
+      let calls = 0;
+      const badGatewayOnce: typeof fetch = async (input, init) => {
+        if (String(input).includes('/watch') && calls++ === 0) {
+          return new Response('<html>502 Bad Gateway</html>', { status: 502 });
+        }
+        return await fetch(input, init);
+      };
+      const w0 = must(await tasks.insert({ id: 'gw0' }));
+      const w1 = must(await tasks.insert({ id: 'gw1' }));
+      const c = connect({ url: node.url, token: admin, fetch: badGatewayOnce }).board('tasks');
+      const ctl = new AbortController();
+      const it = c.watch({ after: w0, signal: ctl.signal });
+      const first = await it.next();
+      ctl.abort();
+      expect(first.value).toEqual({ resync: false, records: [expect.objectContaining({ seq: w1 })] });
+      expect(calls).toBe(2);
+    });
+
     it('an aborted signal gives Aborted, without retries', async () => {
       const rec = flakyFetch(0);
       const c = connect({ url: node.url, token: admin, fetch: rec.fetch }).board('tasks');

@@ -89,6 +89,46 @@ describeOnServerPostgres('board-client through board-router', () => {
     expect(got.map((r) => r.seq)).toContain(w);
   });
 
+  it('resumes a watch through the router when the node serving it is killed: nothing lost or repeated', async () => {
+    const ctl = new AbortController();
+    const w1 = must(await items.insert({ id: 'wk1', title: 'before the kill' }));
+    const it = items.watch({ after: w1 - 1, signal: ctl.signal });
+    const first = await it.next();
+    expect(first.done).toBe(false);
+    expect(first.value).toMatchObject({ resync: false, records: [{ seq: w1 }] });
+    // The node whose stream the router relays: the one with a watcher.
+    const watchers = await Promise.all(
+      nodes.map(async (n) => must(await connect({ url: n.url }).board('routed').stats()).watchers as number),
+    );
+    const serving = watchers.findIndex((w) => w > 0);
+    expect(serving).toBeGreaterThanOrEqual(0);
+    const killed = nodes[serving]!;
+    await killed.kill();
+    try {
+      const w2 = must(await items.insert({ id: 'wk2', title: 'after the kill' }));
+      const seqs: number[] = [];
+      for (;;) {
+        const next = await it.next();
+        // Without a resume the iteration ends here, as on a clean end of the stream.
+        expect(next.done).toBe(false);
+        if (next.done) break;
+        if (!next.value.resync) seqs.push(...next.value.records.map((r) => r.seq));
+        if (seqs.includes(w2)) break;
+      }
+      expect(seqs).toEqual([w2]);
+    } finally {
+      ctl.abort();
+      await it.return?.();
+      // The same node back on its port, and up for the router again, for the tests after this one.
+      nodes[serving] = await startNode({ ...killed.env, BOARD_PORT: new URL(killed.url).port });
+      for (;;) {
+        const health = (await (await fetch(`${router.url}/health`)).json()) as { nodes: { state: string }[] };
+        if (health.nodes.every((n) => n.state === 'up')) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  });
+
   it('keeps reading when a node is killed', async () => {
     const w = must(await items.insert({ id: 'f1', title: 'before' }));
     await nodes[0]!.kill();

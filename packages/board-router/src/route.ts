@@ -76,8 +76,8 @@ export async function routeRpc(
   const tried = new Set<UpstreamNode>();
   const inFlight = new Set<Attempt>();
   let hedgeSent = false;
-  let last5xx: (AttemptOutcome & { kind: 'answer' }) | undefined;
-  let lastNode: UpstreamNode | undefined;
+  /** The latest 5xx answer and the node that gave it (relayed when no node can do better). */
+  let last5xx: { o: AttemptOutcome & { kind: 'answer' }; node: UpstreamNode } | undefined;
 
   const errorAnswer = (tag: Parameters<typeof routerError>[0], message: string): RoutedAnswer => {
     const e = routerError(tag, message);
@@ -111,7 +111,6 @@ export async function routeRpc(
 
     function send(node: UpstreamNode, hedge: boolean): void {
       tried.add(node);
-      lastNode = node;
       const attempt = startAttempt(node, pool.agent, path, headers, body, hedge);
       const t0 = performance.now();
       pool.started(node);
@@ -144,7 +143,7 @@ export async function routeRpc(
       }
       // The attempt failed: transport error or 5xx.
       if (o.kind === 'failed') pool.markDown(attempt.node, o.reason);
-      else last5xx = o;
+      else last5xx = { o, node: attempt.node };
       log.warn(
         {
           procedure,
@@ -176,8 +175,8 @@ export async function routeRpc(
         send(next, false);
         return;
       }
-      if (last5xx && lastNode) {
-        settle(relay(last5xx, lastNode, false));
+      if (last5xx) {
+        settle(relay(last5xx.o, last5xx.node, false));
         return;
       }
       settle(errorAnswer('NoNodeAvailable', `no node could answer (${tried.size} tried)`));

@@ -134,7 +134,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   /**
    * Proxies `GET /watch` from one up node, streamed. A node that cannot be reached before it
    * answers is ejected and the next one tried (a watch is a read); once the stream is relayed, the
-   * node dying ends the client's stream (the client resumes from its last watermark), and the
+   * node dying breaks off the client's stream (the client resumes from its last watermark), and the
    * client going away ends the node's. The node's stream is read only as fast as the client reads
    * (paused while the client's socket is full), so a client that stops reading is cut off by the
    * node's `SlowConsumer` limit as it would be on the node itself.
@@ -182,10 +182,17 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
             if (!res.write(c)) ures.pause();
           });
           res.on('drain', () => ures.resume());
-          // The node's side ended or broke off (node gone, or a cut-off client that did not read
-          // its rest within the node's grace): the client's stream ends after what is queued for
-          // it, and is destroyed if the client does not read that within the same grace.
-          const endClient = () => endStream(res, WATCH_END_GRACE_MS);
+          // The node's side ended cleanly (its last chunk came: token expiry, node stopping, an
+          // `error` event): the client's stream ends after what is queued for it, and is destroyed
+          // if the client does not read that within the same grace. The node's side broke off
+          // without its last chunk (node killed or gone, or a cut-off client that did not read its
+          // rest within the node's grace): the client's stream is broken off too, so that it also
+          // ends without a last chunk and the client tells it from a clean end and resumes
+          // (through the router, which then picks a live node), as it would talking to the node.
+          const endClient = () => {
+            if (ures.complete) endStream(res, WATCH_END_GRACE_MS);
+            else res.destroy();
+          };
           ures.on('end', endClient);
           ures.on('aborted', endClient);
           ures.on('error', endClient);
@@ -196,7 +203,8 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       up.on('error', (e) => {
         if (clientGone) return;
         if (answered) {
-          if (!res.writableEnded) res.end();
+          // Broken off mid-stream: break the client's off too (see endClient).
+          if (!res.writableEnded) res.destroy();
           return;
         }
         pool.markDown(node, e.message);

@@ -429,10 +429,39 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     }
   });
 
-  it('survives SIGKILL of a node under load: zero failed reads and keyed mutations; its watch stream ends', async () => {
-    // A watch proxied from node-b (a router over node-b alone picks it): it ends when node-b dies.
+  it('names the node whose 5xx it relays in x-data-served-by, not the last node it tried', async () => {
+    // Round-robin from the first node: the read gets a 500 from node-c, fails over to node-a,
+    // whose connection then breaks off before it answers; no node is left, so node-c's 500 is
+    // relayed, and it is node-c that served it.
+    const proxyA = await startGateProxy(a.url);
+    const rr = await startRouter([proxyC.url, proxyA.url], { hedge: 'off', balance: 'round-robin' });
+    proxyC.setFail(() => true);
+    proxyA.setHold(() => true);
+    try {
+      const held = proxyA.nextHeld();
+      const answer = rpc(rr.url, 'query.execute', COUNT, { board: BOARD });
+      await held;
+      proxyA.dropHeld();
+      const r = await answer;
+      expect(r.status).toBe(500);
+      expect(tag(r)).toBe('Internal');
+      expect(r.headers.get('x-data-served-by')).toBe('node-c');
+    } finally {
+      proxyC.setFail(() => false);
+      proxyA.setHold(() => false);
+      await proxyA.stop();
+    }
+  });
+
+  it('survives SIGKILL of a node under load: zero failed reads and keyed mutations; its watch stream is broken off', async () => {
+    // A watch proxied from node-b (a router over node-b alone picks it): broken off when node-b dies.
     const onlyB = await startRouter([b.url]);
-    const wb = watch(onlyB.url, { board: BOARD, timeoutMs: 60_000 });
+    // Broken off, not ended cleanly (no last chunk), as the node's own stream is: a client tells
+    // it from a clean end and resumes (board-client's through-router test).
+    const wb = watch(onlyB.url, { board: BOARD, timeoutMs: 60_000 }).then(
+      () => 'ended cleanly',
+      () => 'broken off',
+    );
     await new Promise((r) => setTimeout(r, 200));
     const failures: string[] = [];
     const unkeyed: string[] = [];
@@ -468,8 +497,7 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(failures).toEqual([]);
     // An unkeyed write either went through once or failed with NodeFailed: never a duplicate.
     for (const t of unkeyed) expect(['ok', 'NodeFailed']).toContain(t);
-    const ended = await wb;
-    expect(ended.ended).toBe(true);
+    expect(await wb).toBe('broken off');
     // The probes (or a failed attempt) mark node-b down.
     await eventually(async () => {
       const health = (await (await fetch(`${router.url}/health`)).json()) as {
