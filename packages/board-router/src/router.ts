@@ -132,8 +132,8 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
   }
 
   /**
-   * Proxies `GET /watch` from one up node, streamed. A node that cannot be reached before it
-   * answers is ejected and the next one tried (a watch is a read); once the stream is relayed, the
+   * Proxies `GET /watch` from one up node, streamed. A node that cannot be reached, or sends no
+   * answer within the request deadline, is ejected and the next one tried (a watch is a read); once the stream is relayed, the
    * node dying breaks off the client's stream (the client resumes from its last watermark), and the
    * client going away ends the node's. The node's stream is read only as fast as the client reads
    * (paused while the client's socket is full), so a client that stops reading is cut off by the
@@ -161,12 +161,19 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       }
       tried.add(node);
       let answered = false;
+      // A node that accepts the stream but sends no answer within the request deadline is
+      // treated like one that cannot be reached: ejected, and the next node tried.
+      const deadline = setTimeout(
+        () => up.destroy(new Error(`no answer within ${config.requestTimeoutMs} ms`)),
+        config.requestTimeoutMs,
+      );
       const up = request(
         // A connection of its own (agent: false): long-lived streams must not take sockets from
         // the keep-alive pool that routed requests queue on.
         { host: node.host, port: node.port, path: url, method: 'GET', agent: false, headers },
         (ures) => {
           answered = true;
+          clearTimeout(deadline);
           metrics.requests.inc({ procedure: 'watch', outcome: 'answered' });
           res.writeHead(ures.statusCode ?? 502, {
             ...responseHeaders(ures.headers),
@@ -201,6 +208,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       );
       current = up;
       up.on('error', (e) => {
+        clearTimeout(deadline);
         if (clientGone) return;
         if (answered) {
           // Broken off mid-stream: break the client's off too (see endClient).

@@ -18,7 +18,8 @@ export interface Seen {
 }
 
 /**
- * An HTTP proxy in front of one node. Requests for which `hold` answers true are never forwarded:
+ * An HTTP proxy in front of one node. Requests for which `hold` answers true (and `/watch` requests
+ * while `setHoldWatch(true)`) are never forwarded:
  * they stay open (a node that is slow past any deadline) until the client cancels them or
  * `dropHeld()` resets their connections (the node died mid-request).
  */
@@ -33,6 +34,8 @@ export interface GateProxy {
   setHold(fn: (s: Seen, n: number) => boolean): void;
   /** Decides which `/rpc` requests are answered 500 (with an envelope) instead of forwarded. */
   setFail(fn: (s: Seen) => boolean): void;
+  /** Whether `GET /watch` requests are held (a node that never answers a stream's headers). */
+  setHoldWatch(hold: boolean): void;
   /** Resolves when the next request is held. */
   nextHeld(): Promise<Seen>;
   /** Resets the connections of every held request. */
@@ -49,6 +52,7 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
   let rpcCount = 0;
   let hold: (s: Seen, n: number) => boolean = () => false;
   let failWith500: (s: Seen) => boolean = () => false;
+  let holdWatch = false;
   let waiters: ((s: Seen) => void)[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -56,6 +60,19 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       const s = { path: req.url ?? '/', body: body.toString('utf8') };
+      const holdIt = () => {
+        held.set(res, req);
+        res.once('close', () => {
+          if (held.delete(res)) cancelled++;
+        });
+        const w = waiters;
+        waiters = [];
+        for (const f of w) f(s);
+      };
+      if (holdWatch && s.path.startsWith('/watch')) {
+        holdIt();
+        return;
+      }
       if (s.path.startsWith('/rpc/')) {
         seen.push(s);
         rpcCount++;
@@ -65,13 +82,7 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
           return;
         }
         if (hold(s, rpcCount)) {
-          held.set(res, req);
-          res.once('close', () => {
-            if (held.delete(res)) cancelled++;
-          });
-          const w = waiters;
-          waiters = [];
-          for (const f of w) f(s);
+          holdIt();
           return;
         }
       }
@@ -107,6 +118,9 @@ export async function startGateProxy(target: string): Promise<GateProxy> {
     },
     setFail(fn) {
       failWith500 = fn;
+    },
+    setHoldWatch(h) {
+      holdWatch = h;
     },
     nextHeld: () => new Promise((r) => waiters.push(r)),
     dropHeld,

@@ -250,6 +250,31 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(change?.data).toMatchObject({ kind: 'insert', payload: { rows: [{ id: 'w1' }] } });
   });
 
+  it('fails a watch over to another node when its node sends no answer within the request deadline', async () => {
+    proxyC.setHoldWatch(true);
+    try {
+      const r = await startRouter([proxyC.url, a.url], { balance: 'round-robin', requestTimeoutMs: '1000' });
+      await eventually(async () => {
+        const h = (await (await fetch(`${r.url}/health`)).json()) as { nodes: { state: string }[] };
+        return h.nodes.every((n) => n.state === 'up');
+      });
+      // Round robin tries the first node, node-c behind the gate, first: it never answers.
+      const held = proxyC.nextHeld();
+      const res = await fetch(`${r.url}/watch`, {
+        headers: { 'x-data-board': BOARD },
+        signal: AbortSignal.timeout(30_000),
+      });
+      await held;
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-data-served-by')).toBe('node-a');
+      await res.body?.cancel();
+      // The router gave up on the held stream: its request to node-c was cancelled.
+      await eventually(() => proxyC.held() === 0);
+    } finally {
+      proxyC.setHoldWatch(false);
+    }
+  });
+
   it('paces /watch by the client: a client that stops reading is cut off by the node (SlowConsumer), and both sides end', async () => {
     // Only node-a behind this router, so the test knows whose metrics to read.
     const only = await startRouter([a.url]);
