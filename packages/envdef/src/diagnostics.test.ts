@@ -53,6 +53,17 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     ]);
   });
 
+  test("a secret name the agent cannot put in the environment, or the per-VM secret's name", () => {
+    // Every secret reaches the guest as an environment variable (the agent refuses any other name),
+    // and ORCH_VM_SECRET is the generated per-VM secret, which would replace the value given.
+    const env = (secret: string) =>
+      `version: 1\nservices:\n  db:\n    image: postgres:16\n    env:\n      PW: { secret: ${secret} }\n`;
+    for (const name of ['db.pw', 'db-pw', 'ORCH_VM_SECRET'])
+      expect(diagnose(env(name))).toEqual([
+        `orch.yaml:6:21: secret name "${name}" must be letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"`,
+      ]);
+  });
+
   test('out-of-range expose port', () => {
     expect(diagnose('version: 1\nexpose:\n  - port: 70000\n    as: web\n')).toEqual([
       'orch.yaml:3:11: expose[0].port 70000 is out of range: ports are 1 to 65535',

@@ -11,6 +11,7 @@ import {
   LIMITS,
   RESERVED_KEY,
   SECRET_NAME,
+  SECRET_NAME_RULE,
   SERVICE_FIELDS,
   type ServiceDefinition,
 } from './definition.js';
@@ -105,7 +106,7 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
           secret.value,
           name === RESERVED_KEY
             ? `secret name "${name}" is reserved: no JSON reader keeps it`
-            : `secret name "${name}" must match [A-Za-z_][A-Za-z0-9_.-]* (at most 128)`,
+            : `secret name "${name}" must be ${SECRET_NAME_RULE}`,
         );
         return undefined;
       }
