@@ -50,8 +50,8 @@ export interface Definition {
  */
 export const LIMITS = {
   cpus: { min: 1, max: 1024 },
-  ramMb: { max: 16 * 1024 * 1024 }, // 16 TiB
-  storageGb: { max: 1024 * 1024 }, // 1 PiB
+  ramMb: { min: 64, max: 16 * 1024 * 1024 }, // 64 MiB (orchd's spec.ram_mb minimum) .. 16 TiB
+  storageGb: { min: 1, max: 1024 * 1024 }, // 1 PiB
   maxRuntimeSeconds: { max: 365 * 86_400 }, // 365 days
   gpuCount: { min: 1, max: 64 },
   port: { min: 1, max: 65_535 },

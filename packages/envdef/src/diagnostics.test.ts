@@ -64,6 +64,13 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
       ]);
   });
 
+  test('memory below what orchd accepts for spec.ram_mb (64 MiB)', () => {
+    expect(diagnose('version: 1\nresources:\n  memory: 63MiB\n')).toEqual([
+      'orch.yaml:3:11: resources.memory 63MiB is smaller than the minimum of 64 MiB',
+    ]);
+    expect(compileSource('version: 1\nresources:\n  memory: 64MiB\n', { taskId: 't' }).ok).toBe(true);
+  });
+
   test('out-of-range expose port', () => {
     expect(diagnose('version: 1\nexpose:\n  - port: 70000\n    as: web\n')).toEqual([
       'orch.yaml:3:11: expose[0].port 70000 is out of range: ports are 1 to 65535',
