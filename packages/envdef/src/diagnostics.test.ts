@@ -71,6 +71,15 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     expect(compileSource('version: 1\nresources:\n  memory: 64MiB\n', { taskId: 't' }).ok).toBe(true);
   });
 
+  test('an env literal with a NUL (no process environment can hold one)', () => {
+    expect(diagnose('version: 1\nservices:\n  db:\n    image: pg\n    env:\n      X: "a\\0b"\n')).toEqual([
+      'orch.yaml:6:10: env "X" of service "db" must not contain U+0000 (NUL)',
+    ]);
+    expect(
+      diagnose('version: 1\nservices:\n  db:\n    image: pg\n    env:\n      X: { value: "a\\0b" }\n'),
+    ).toEqual(['orch.yaml:6:19: env "X" of service "db" must not contain U+0000 (NUL)']);
+  });
+
   test('out-of-range expose port', () => {
     expect(diagnose('version: 1\nexpose:\n  - port: 70000\n    as: web\n')).toEqual([
       'orch.yaml:3:11: expose[0].port 70000 is out of range: ports are 1 to 65535',

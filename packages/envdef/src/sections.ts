@@ -1,5 +1,5 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
-import { serviceNameProblem } from '@orch/protocol/rules';
+import { serviceNameProblem, textProblem } from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
@@ -121,6 +121,13 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
 
 export function readLiteral(r: Reader, node: Node | null, where: string, at: Node): EnvValue | undefined {
   const text = r.text(node);
+  // The manifest's text rule (orchd and the agent refuse the same literal): no NUL, which no
+  // process environment can hold, and no lone surrogate.
+  const problem = text === undefined ? undefined : textProblem(text);
+  if (problem !== undefined) {
+    r.report(node, `${where} ${problem}`);
+    return undefined;
+  }
   if (text !== undefined) return { value: text };
   r.report(
     node ?? at,
