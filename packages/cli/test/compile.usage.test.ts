@@ -34,6 +34,9 @@ describe('usage errors exit 2', () => {
       '--from-build snapshot id must be 1-63 letters, digits, "_" or "-", starting with a letter or digit',
     ],
     [['compile', 'a', 'b'], 'too many arguments'],
+    // Without --dry-run, up prints the environment it created: --format and --only would be ignored.
+    [['up', 'examples/small', '--format', 'json'], '--format and --only apply to up only with --dry-run'],
+    [['up', 'examples/small', '--only', 'spec'], '--format and --only apply to up only with --dry-run'],
     [['nope'], "unknown command 'nope'"],
   ])('%j', (args, message) => {
     const r = runOrch(args);

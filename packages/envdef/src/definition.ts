@@ -50,8 +50,8 @@ export interface Definition {
  */
 export const LIMITS = {
   cpus: { min: 1, max: 1024 },
-  ramMb: { max: 16 * 1024 * 1024 }, // 16 TiB
-  storageGb: { max: 1024 * 1024 }, // 1 PiB
+  ramMb: { min: 64, max: 16 * 1024 * 1024 }, // 64 MiB (orchd's spec.ram_mb minimum) .. 16 TiB
+  storageGb: { min: 1, max: 1024 * 1024 }, // 1 PiB
   maxRuntimeSeconds: { max: 365 * 86_400 }, // 365 days
   gpuCount: { min: 1, max: 64 },
   port: { min: 1, max: 65_535 },
@@ -86,7 +86,7 @@ export const EXPOSE_FIELDS = ['port', 'as'];
 
 export const DNS_LABEL = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
-export { RESERVED_KEY, SECRET_NAME } from '@orch/protocol/rules';
+export { RESERVED_KEY, SECRET_NAME, SECRET_NAME_RULE } from '@orch/protocol/rules';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
 export const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/;
 export const MAX_ALIAS_RESOLUTIONS = 1000;

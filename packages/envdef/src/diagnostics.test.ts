@@ -53,6 +53,33 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     ]);
   });
 
+  test("a secret name the agent cannot put in the environment, or the per-VM secret's name", () => {
+    // Every secret reaches the guest as an environment variable (the agent refuses any other name),
+    // and ORCH_VM_SECRET is the generated per-VM secret, which would replace the value given.
+    const env = (secret: string) =>
+      `version: 1\nservices:\n  db:\n    image: postgres:16\n    env:\n      PW: { secret: ${secret} }\n`;
+    for (const name of ['db.pw', 'db-pw', 'ORCH_VM_SECRET'])
+      expect(diagnose(env(name))).toEqual([
+        `orch.yaml:6:21: secret name "${name}" must be letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"`,
+      ]);
+  });
+
+  test('memory below what orchd accepts for spec.ram_mb (64 MiB)', () => {
+    expect(diagnose('version: 1\nresources:\n  memory: 63MiB\n')).toEqual([
+      'orch.yaml:3:11: resources.memory 63MiB is smaller than the minimum of 64 MiB',
+    ]);
+    expect(compileSource('version: 1\nresources:\n  memory: 64MiB\n', { taskId: 't' }).ok).toBe(true);
+  });
+
+  test('an env literal with a NUL (no process environment can hold one)', () => {
+    expect(diagnose('version: 1\nservices:\n  db:\n    image: pg\n    env:\n      X: "a\\0b"\n')).toEqual([
+      'orch.yaml:6:10: env "X" of service "db" must not contain U+0000 (NUL)',
+    ]);
+    expect(
+      diagnose('version: 1\nservices:\n  db:\n    image: pg\n    env:\n      X: { value: "a\\0b" }\n'),
+    ).toEqual(['orch.yaml:6:19: env "X" of service "db" must not contain U+0000 (NUL)']);
+  });
+
   test('out-of-range expose port', () => {
     expect(diagnose('version: 1\nexpose:\n  - port: 70000\n    as: web\n')).toEqual([
       'orch.yaml:3:11: expose[0].port 70000 is out of range: ports are 1 to 65535',

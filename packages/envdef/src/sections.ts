@@ -1,5 +1,5 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
-import { serviceNameProblem } from '@orch/protocol/rules';
+import { serviceNameProblem, textProblem } from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
@@ -11,6 +11,7 @@ import {
   LIMITS,
   RESERVED_KEY,
   SECRET_NAME,
+  SECRET_NAME_RULE,
   SERVICE_FIELDS,
   type ServiceDefinition,
 } from './definition.js';
@@ -105,7 +106,7 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
           secret.value,
           name === RESERVED_KEY
             ? `secret name "${name}" is reserved: no JSON reader keeps it`
-            : `secret name "${name}" must match [A-Za-z_][A-Za-z0-9_.-]* (at most 128)`,
+            : `secret name "${name}" must be ${SECRET_NAME_RULE}`,
         );
         return undefined;
       }
@@ -120,6 +121,13 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
 
 export function readLiteral(r: Reader, node: Node | null, where: string, at: Node): EnvValue | undefined {
   const text = r.text(node);
+  // The manifest's text rule (orchd and the agent refuse the same literal): no NUL, which no
+  // process environment can hold, and no lone surrogate.
+  const problem = text === undefined ? undefined : textProblem(text);
+  if (problem !== undefined) {
+    r.report(node, `${where} ${problem}`);
+    return undefined;
+  }
   if (text !== undefined) return { value: text };
   r.report(
     node ?? at,

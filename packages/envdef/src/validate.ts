@@ -121,10 +121,14 @@ export function readResources(
       r.integer(cpus.value, 'resources.cpus', cpus.key, LIMITS.cpus.min, LIMITS.cpus.max) ?? out.cpus;
 
   const memory = f.get('memory');
-  if (memory) out.ramMb = readSize(r, memory, 'resources.memory', 'MiB', LIMITS.ramMb.max) ?? out.ramMb;
+  if (memory)
+    out.ramMb =
+      readSize(r, memory, 'resources.memory', 'MiB', LIMITS.ramMb.max, LIMITS.ramMb.min) ?? out.ramMb;
 
   const disk = f.get('disk');
-  if (disk) out.storageGb = readSize(r, disk, 'resources.disk', 'GiB', LIMITS.storageGb.max) ?? out.storageGb;
+  if (disk)
+    out.storageGb =
+      readSize(r, disk, 'resources.disk', 'GiB', LIMITS.storageGb.max, LIMITS.storageGb.min) ?? out.storageGb;
 
   const runtime = f.get('max_runtime');
   if (runtime) {
@@ -154,11 +158,16 @@ export function readSize(
   where: string,
   unit: 'MiB' | 'GiB',
   max: number,
+  min: number,
 ): number | undefined {
   const node = field.value;
   const text = isScalar(node) && typeof node.value === 'string' ? node.value : undefined;
   const parsed = text === undefined ? undefined : parseSize(text, unit);
   if (parsed && 'value' in parsed) {
+    if (parsed.value < min) {
+      r.report(node, `${where} ${text} is smaller than the minimum of ${min} ${unit}`);
+      return undefined;
+    }
     if (parsed.value <= max) return parsed.value;
     r.report(node, `${where} ${text} is larger than the limit of ${max} ${unit}`);
     return undefined;

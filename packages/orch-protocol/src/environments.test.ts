@@ -52,9 +52,18 @@ describe('POST /v1/environments body', () => {
 
   test('secrets are keyed by secret names', () => {
     expect(issues(CreateEnvironmentRequest, { ...valid, secrets: { 'a b': 'x' } })).toEqual([
-      'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128, not "__proto__"',
+      'secrets.a b: must be a secret name: letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"',
     ]);
   });
+
+  test.each(['db.pw', 'db-pw', 'ORCH_VM_SECRET'])(
+    'secret %j is refused: the agent exports every secret as a variable, and the per-VM secret has its own value',
+    (name) => {
+      expect(issues(CreateEnvironmentRequest, { ...valid, secrets: { [name]: 'x' } })).toEqual([
+        `secrets.${name}: must be a secret name: letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"`,
+      ]);
+    },
+  );
 
   test.each([
     ['a\nb', 'must not contain control characters'],

@@ -144,6 +144,7 @@ export {
   taskId,
   text,
   textProblem,
+  VM_SECRET_NAME,
 } from './text.js';
 export {
   ARTIFACT_FILES,

@@ -20,7 +20,7 @@ export const workspacePath = () =>
 
 /** An env entry's long form: a literal `{ value }` or a secret reference `{ secret }`. */
 const EnvReference = z.strictObject({
-  value: z.string().optional(),
+  value: text(512 * 1024).optional(),
   secret: z.string().regex(SECRET_NAME, `must be a secret name: ${SECRET_NAME_RULE}`).optional(),
 });
 
@@ -31,7 +31,8 @@ const EnvReference = z.strictObject({
 const ServiceEnv = z
   .record(
     z.string(),
-    z.union([z.string(), EnvReference], {
+    // A literal keeps the text rule: a NUL cannot reach a process environment, so it is refused.
+    z.union([text(512 * 1024), EnvReference], {
       error: 'must be a string, { value: <string> } or { secret: <name> }',
     }),
   )

@@ -95,9 +95,20 @@ export function serviceNameProblem(name: string): string | undefined {
  */
 export const RESERVED_KEY = '__proto__';
 
-/** Secret names: the definition file's secret references, the manifest's, and a request's `secrets`. */
-export const SECRET_NAME = /^(?!__proto__$)[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+/**
+ * The per-VM secret orchd generates for every environment and hands the agent with the caller's
+ * secrets (in the guest's startup environment). No secret the caller names may have this name:
+ * its value would be replaced by the generated one.
+ */
+export const VM_SECRET_NAME = 'ORCH_VM_SECRET';
+
+/**
+ * Secret names: the definition file's secret references, the manifest's, and a request's `secrets`.
+ * Environment variable names, because the agent exports every secret into the startup script's
+ * environment (and refuses any other name); never {@link RESERVED_KEY} or {@link VM_SECRET_NAME}.
+ */
+export const SECRET_NAME = /^(?!(?:__proto__|ORCH_VM_SECRET)$)[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const SECRET_NAME_RULE =
-  'letters, digits, "_", "." or "-", starting with a letter or "_", at most 128, not "__proto__"';
+  'letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"';
 
 export { AGENT_ID, ID_RULES, SERVICE_NAME };

@@ -98,6 +98,10 @@ describe('services of a manifest', () => {
       'invalid_argument manifest_inline: services.db.env.PW: needs "value" or "secret"',
     );
     expect(message(env({ secret: 'a b' }))).toContain('services.db.env.PW.secret: must be a secret name');
+    for (const literal of ['a\u0000b', { value: 'a\u0000b' }])
+      expect(message(env(literal))).toContain('services.db.env.PW');
+    for (const name of ['db.pw', 'db-pw', 'ORCH_VM_SECRET'])
+      expect(message(env({ secret: name }))).toContain('services.db.env.PW.secret: must be a secret name');
     expect(message(env(3))).toBe(
       'invalid_argument manifest_inline: services.db.env.PW: must be a string, { value: <string> } or { secret: <name> }',
     );

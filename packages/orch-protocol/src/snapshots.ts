@@ -54,7 +54,9 @@ export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id
 
 /**
  * `POST /v1/environments/{id}/snapshots`. `mode` and `export_status` are open strings stored
- * verbatim (empty: `manual`, `pending`); `export_destination` records an export request.
+ * verbatim (empty: `manual`, `pending`); `export_destination` records an export request, and
+ * `export_status` is that export's status: without a destination there is nothing to store it on,
+ * so it is refused rather than dropped.
  */
 export const CreateSnapshotBody = z
   .strictObject({
@@ -64,6 +66,15 @@ export const CreateSnapshotBody = z
     retention_until: z.iso.datetime({ offset: true }).nullable().optional(),
     export_destination: destination().optional(),
     export_status: text(64).default(''),
+  })
+  .check((ctx) => {
+    if (ctx.value.export_status !== '' && ctx.value.export_destination === undefined)
+      ctx.issues.push({
+        code: 'custom',
+        message: 'needs export_destination (the status of an export requested at create)',
+        input: ctx.value.export_status,
+        path: ['export_status'],
+      });
   })
   .meta({ id: 'CreateSnapshotBody' });
 export type CreateSnapshotBody = z.infer<typeof CreateSnapshotBody>;

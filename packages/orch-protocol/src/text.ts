@@ -11,6 +11,7 @@ export {
   SECRET_NAME,
   SECRET_NAME_RULE,
   textProblem,
+  VM_SECRET_NAME,
 } from './rules.js';
 
 /**

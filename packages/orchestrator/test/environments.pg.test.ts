@@ -382,7 +382,7 @@ describeStores('environments on the %s store', (store) => {
       [
         'a secret name outside the rule',
         (b) => ({ ...b, manifest_inline: manifest({ services: withPw }), secrets: { pw: 'x', 'a b': 'x' } }),
-        'secrets.a b: must be a secret name: letters, digits, "_", "." or "-", starting with a letter or "_", at most 128, not "__proto__"',
+        'secrets.a b: must be a secret name: letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"',
       ],
       [
         'a task id with a control character',

@@ -56,6 +56,11 @@ export async function up(
   output: OutputMode,
   cwd: string,
 ): Promise<string> {
+  // They shape the preview; without --dry-run up prints the environment it created (in the -o mode).
+  if (flags.format !== undefined || flags.only !== undefined)
+    throw new UsageError(
+      '--format and --only apply to up only with --dry-run (use -o json for the created record)',
+    );
   const compiled = await compileFile(positional, flags, cwd);
   const secrets = await secretValues(compiled.request.required_secrets, flags);
   const { required_secrets: _names, ...body } = compiled.request;

@@ -12,6 +12,7 @@ import {
   type ManifestService,
   manifestServices,
   OrchError,
+  VM_SECRET_NAME,
 } from '@orch/protocol';
 import { sleep } from '@support/server';
 import type { Logger } from 'pino';
@@ -35,9 +36,6 @@ import type { TravelService } from './travel-service.js';
 
 /** Largest exec answer: two streams of EXEC_OUTPUT_LIMIT bytes, base64, plus the envelope. */
 const EXEC_ANSWER_BYTES = Math.ceil((2 * EXEC_OUTPUT_LIMIT * 4) / 3) + MAX_ANSWER_BYTES;
-
-/** The per-VM secret every environment gets, in its startup script's environment (not an API credential). */
-export const VM_SECRET_NAME = 'ORCH_VM_SECRET';
 
 export interface EnvironmentTimeouts {
   /** How long a VM may stay `creating` before the environment is `error`. */
