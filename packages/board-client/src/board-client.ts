@@ -84,7 +84,12 @@ export class BoardClient<U = UserColumns> {
     minWatermark: number | undefined,
     signal?: AbortSignal,
   ): Promise<Result<ClientQueryOutcome>> {
-    const floor = minWatermark ?? this.#floor;
+    // The floor is a guarantee of this client (spec: its reads refuse a replica older than it): an
+    // explicit `minWatermark` can raise it for one read, never lower it.
+    const floor =
+      minWatermark === undefined || this.#floor === undefined
+        ? (minWatermark ?? this.#floor)
+        : Math.max(minWatermark, this.#floor);
     const body: Record<string, unknown> = { sql, tables, params };
     if (floor !== undefined) body.minWatermark = floor;
     const r = await callRpc(this.#shared.config, this.boardId, 'query.execute', body, signal);

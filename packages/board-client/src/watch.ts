@@ -21,8 +21,9 @@ export interface WatchOptions {
  *        │                  │ ──server ended the stream──▶ done
  *        │                  │ ──signal aborted──▶ done
  *        └── sleep(delayMs) ◀┘ transport drop (connection reset, refused, a 5xx without an envelope,
- *                               or silent: no headers within timeoutMs, no byte within 2 heartbeats
- *                               + timeoutMs): reconnect with after=last;
+ *                               a router's NoNodeAvailable/NodeFailed/RouterTimeout, or silent: no
+ *                               headers within timeoutMs, no byte within 2 heartbeats + timeoutMs):
+ *                               reconnect with after=last;
  *                               (give up ──▶ throw BoardError: see `reconnectDelay`)
  * ```
  *
@@ -88,8 +89,10 @@ export async function* watchStream(
       const text = await res.text().catch(() => '');
       const err = envelopeError(res.status, text);
       // A 5xx without an envelope (a proxy in front) is a transport failure, as for requests:
-      // reconnected under the same policy as a dropped connection. An envelope is final.
-      if (err.isTransport && !signal?.aborted) {
+      // reconnected under the same policy as a dropped connection. So is a router's answer that
+      // no node could take the stream right now: through a router, the counterpart of a refused
+      // connection to a node that is restarting. Any other envelope is final.
+      if ((err.isTransport || ROUTER_NO_NODE.has(err._tag)) && !signal?.aborted) {
         const delay = reconnectDelay();
         if (delay !== undefined) {
           await sleep(delay, signal);
@@ -151,6 +154,9 @@ export async function* watchStream(
     }
   }
 }
+
+/** A board-router's tags for "no node could answer", which a watch rides out like a dropped connection. */
+const ROUTER_NO_NODE: ReadonlySet<string> = new Set(['NoNodeAvailable', 'NodeFailed', 'RouterTimeout']);
 
 /**
  * Reconnect policy after the `failures`-th consecutive failed connection, `elapsedMs` after the

@@ -224,8 +224,14 @@ for (const storeName of STORES) {
       expect(out.result.rows).toEqual([['f1']]);
       expect(out.watermark).toBeGreaterThanOrEqual(w);
       expect(tagOf(await tasks.atLeast(w + 1000).query('SELECT 1'))).toBe('WatermarkNotReached');
-      // an explicit minWatermark wins over the floor
-      expect(tagOf(await tasks.atLeast(w + 1000).query('SELECT 1', { minWatermark: w }))).toBe('ok');
+      // An explicit minWatermark raises the floor for one read, and never lowers it.
+      expect(tagOf(await tasks.atLeast(w + 1000).query('SELECT 1', { minWatermark: w }))).toBe(
+        'WatermarkNotReached',
+      );
+      expect(tagOf(await tasks.atLeast(w).query('SELECT 1', { minWatermark: w + 1000 }))).toBe(
+        'WatermarkNotReached',
+      );
+      expect(tagOf(await tasks.atLeast(w).query('SELECT 1', { minWatermark: 0 }))).toBe('ok');
     });
 
     it('stats calls node.stats', async () => {

@@ -129,6 +129,52 @@ describeOnServerPostgres('board-client through board-router', () => {
     }
   });
 
+  it('rides out a restart of the only node behind a router: the router answers NoNodeAvailable meanwhile', async () => {
+    const only = nodes[1]!;
+    const single = await startRouterProcess([
+      '--nodes',
+      only.url,
+      '--port',
+      '0',
+      '--health-interval-ms',
+      '100',
+    ]);
+    try {
+      const client = connect<Items>({ url: single.url }).board('routed');
+      const ctl = new AbortController();
+      const w1 = must(await client.insert({ id: 'rs1', title: 'before the restart' }));
+      const it = client.watch({ after: w1 - 1, signal: ctl.signal });
+      try {
+        expect((await it.next()).value).toMatchObject({ resync: false, records: [{ seq: w1 }] });
+        await only.kill();
+        // While the node is down the router has no node: its watch answers are 503 NoNodeAvailable.
+        const next = it.next();
+        for (;;) {
+          const r = await fetch(`${single.url}/watch`, { headers: { 'x-data-board': 'routed' } });
+          await r.body?.cancel();
+          if (r.status === 503) break;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        nodes[1] = await startNode({ ...only.env, BOARD_PORT: new URL(only.url).port });
+        const w2 = must(await connect<Items>({ url: nodes[1].url }).board('routed').insert({ id: 'rs2' }));
+        const got = await next;
+        expect(got.done).toBe(false);
+        expect(got.value).toMatchObject({ resync: false, records: [{ seq: w2 }] });
+      } finally {
+        ctl.abort();
+        await it.return?.();
+      }
+    } finally {
+      await single.stop();
+      // The node up for the shared router again, for the tests after this one.
+      for (;;) {
+        const health = (await (await fetch(`${router.url}/health`)).json()) as { nodes: { state: string }[] };
+        if (health.nodes.every((n) => n.state === 'up')) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  });
+
   it('keeps reading when a node is killed', async () => {
     const w = must(await items.insert({ id: 'f1', title: 'before' }));
     await nodes[0]!.kill();

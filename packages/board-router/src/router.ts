@@ -112,11 +112,21 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     if (req.method === 'GET' && pathname === '/watch') return watch(req, res, url);
     if (req.method === 'GET' && pathname === '/health') {
       const up = pool.nodes.filter((n) => n.state === 'up').length;
-      const body = JSON.stringify({
+      const health = {
         ok: up > 0,
         nodeId: 'board-router',
         nodes: pool.nodes.map((n) => ({ url: n.url, nodeId: n.id, state: n.state })),
-      } satisfies Health);
+      } satisfies Health;
+      // A 503 carries the error envelope too (spec, "Errors": every non-200 does), beside the nodes.
+      const body = JSON.stringify(
+        up > 0
+          ? health
+          : {
+              status: 'error',
+              error: { _tag: 'NoNodeAvailable', message: `no node is up (${pool.nodes.length} configured)` },
+              ...health,
+            },
+      );
       res.writeHead(up > 0 ? 200 : 503, { 'content-type': 'application/json' });
       res.end(body);
       return;

@@ -137,7 +137,14 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     const r = await rpc(dead.url, 'query.execute', COUNT, { board: BOARD });
     expect(r.status).toBe(503);
     expect(r.body).toMatchObject({ status: 'error', error: { _tag: 'NoNodeAvailable' } });
-    expect((await fetch(`${dead.url}/health`)).status).toBe(503);
+    const health = await fetch(`${dead.url}/health`);
+    expect(health.status).toBe(503);
+    expect(await health.json()).toMatchObject({
+      status: 'error',
+      error: { _tag: 'NoNodeAvailable', message: 'no node is up (1 configured)' },
+      ok: false,
+      nodes: [{ url: 'http://127.0.0.1:1', state: 'down' }],
+    });
     const w = await watch(dead.url, { board: BOARD });
     expect(w.status).toBe(503);
   });
