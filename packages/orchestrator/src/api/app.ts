@@ -81,7 +81,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
           authorization: c.req.header('authorization'),
           sessionCookie: getCookie(c, SESSION_COOKIE),
         });
-        if (r.access === 'master') requireMaster(principal);
+        if (r.access === 'master' || r.masterWhen?.(c.req.query())) requireMaster(principal);
       }
       const params = r.params ? parse(r.params, c.req.param(), 'path') : undefined;
       const query = r.query ? parse(r.query, c.req.query(), 'query') : undefined;
