@@ -5,6 +5,7 @@ import { CidrAllowlist } from '../auth/cidr-allowlist.js';
 import { ConnectionGuard } from '../auth/connection-guard.js';
 import type { ApiKeysRepo } from '../store/api-keys-repo.js';
 import { buildApp } from './app.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
 import { environmentRoutes } from './routes/environments.js';
 
 const MASTER = 'the-master-token';
@@ -28,22 +29,19 @@ function app() {
       },
     },
   ) as never;
-  const hono = buildApp(
-    { auth, allowlist: new CidrAllowlist([]), logger },
-    environmentRoutes(
-      unreachable,
-      unreachable,
-      unreachable,
-      unreachable,
-      unreachable,
-      new ConnectionGuard({}, 5000, logger),
-    ),
-  );
-  return (path: string, token: string, body: string) =>
+  const guard = new ConnectionGuard({}, 5000, logger);
+  const hono = buildApp({ auth, allowlist: new CidrAllowlist([]), logger }, [
+    ...apiKeyRoutes(unreachable, guard),
+    ...environmentRoutes(unreachable, unreachable, unreachable, unreachable, unreachable, guard),
+  ]);
+  return (path: string, token: string | undefined, body?: string, method = 'POST') =>
     hono.request(path, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body,
+      method,
+      headers: {
+        ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+        'content-type': 'application/json',
+      },
+      ...(body !== undefined ? { body } : {}),
     });
 }
 
@@ -66,4 +64,26 @@ describe('exec is master-only whatever else is wrong with the request', () => {
       404,
     );
   });
+});
+
+describe('/v1/api-keys is master-only for every method, routed or not', () => {
+  const send = app();
+  test.each([
+    ['PATCH', '/v1/api-keys'],
+    ['PUT', '/v1/api-keys'],
+    ['GET', '/v1/api-keys/key_1'],
+    ['POST', '/v1/api-keys/key_1'],
+    ['GET', '/v1/api-keys/key_1/secret'],
+  ])(
+    '%s %s: an API key gets 403 unauthorized, the master route_not_found, no token 401',
+    async (method, path) => {
+      const key = await send(path, KEY, undefined, method);
+      expect(key.status).toBe(403);
+      expect(await key.json()).toMatchObject({ error: { code: 'unauthorized' } });
+      const master = await send(path, MASTER, undefined, method);
+      expect(master.status).toBe(404);
+      expect(await master.json()).toMatchObject({ error: { code: 'route_not_found' } });
+      expect((await send(path, undefined, undefined, method)).status).toBe(401);
+    },
+  );
 });
