@@ -16,6 +16,9 @@ import type { AnyRoute } from './route.js';
 /** Largest request body accepted: 1 MiB (the spec leaves request size limits open). */
 export const MAX_BODY_BYTES = 1 << 20;
 
+/** Paths where every method, routed or not, needs the master token (orchestrator.md, "Endpoints"). */
+const MASTER_ONLY_TREES = ['/v1/api-keys'] as const;
+
 export interface AppDeps {
   readonly auth: Authenticator;
   readonly allowlist: CidrAllowlist;
@@ -81,7 +84,7 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
           authorization: c.req.header('authorization'),
           sessionCookie: getCookie(c, SESSION_COOKIE),
         });
-        if (r.access === 'master') requireMaster(principal);
+        if (r.access === 'master' || r.masterWhen?.(c.req.query())) requireMaster(principal);
       }
       const params = r.params ? parse(r.params, c.req.param(), 'path') : undefined;
       const query = r.query ? parse(r.query, c.req.query(), 'query') : undefined;
@@ -92,6 +95,21 @@ export function buildApp(deps: AppDeps, routes: readonly AnyRoute[], extend?: (a
       if (reply.raw) return reply.raw;
       if (reply.text !== undefined) return c.body(reply.text, reply.status as 200);
       return reply.status === 204 ? c.body(null, 204) : c.json(reply.body as object, reply.status);
+    });
+  }
+
+  // `/v1/api-keys` is master-only for every method (orchestrator.md, "Endpoints"): a method or
+  // sub-path with no route is refused to an API key like the routes are (403), and only then is
+  // it `route_not_found` for whoever may call the routes there.
+  for (const path of MASTER_ONLY_TREES) {
+    app.all(`${path}/*`, async (c) => {
+      requireMaster(
+        await deps.auth.authenticate({
+          authorization: c.req.header('authorization'),
+          sessionCookie: getCookie(c, SESSION_COOKIE),
+        }),
+      );
+      return c.notFound();
     });
   }
 

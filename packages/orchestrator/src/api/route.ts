@@ -38,6 +38,12 @@ export interface RouteSpec<
   readonly params?: P;
   readonly query?: Q;
   readonly body?: B;
+  /**
+   * When set, the master token is required (as for `access: 'master'`) if this says so for the raw
+   * query (`?action=exec`). Checked right after authentication, before the path, query and body are
+   * validated, so an API key gets its 403 whatever else is wrong with the request.
+   */
+  readonly masterWhen?: (query: Readonly<Record<string, string>>) => boolean;
   /** When set, the body is read and checked only if this says so for the query (an `?action=` with no body). */
   // biome-ignore lint/suspicious/noExplicitAny: the query's type is the route's own
   readonly bodyWhen?: (query: any) => boolean;

@@ -19,7 +19,6 @@ import {
   SnapshotListQuery,
 } from '@orch/protocol';
 import { z } from 'zod';
-import { requireMaster } from '../../auth/authenticator.js';
 import { type ConnectionGuard, unlessEnded } from '../../auth/connection-guard.js';
 import type { EnvironmentService } from '../../environments/environment-service.js';
 import type { LogService } from '../../environments/log-service.js';
@@ -112,6 +111,7 @@ export function environmentRoutes(
       params: IdParam,
       query: EnvironmentAction,
       body: ExecRequest,
+      masterWhen: (query) => query.action === 'exec',
       bodyWhen: (query: { action: string }) => query.action === 'exec',
       success: {
         status: 200,
@@ -121,7 +121,6 @@ export function environmentRoutes(
       handler: async ({ params, query, body, principal }) => {
         if (query.action === 'pause') return { status: 200, body: await pauses.pause(params.id) };
         if (query.action === 'resume') return { status: 200, body: await pauses.resume(params.id) };
-        if (principal) requireMaster(principal);
         // A command may run for up to a day: if the session that sent it ends meanwhile, the
         // answer is that 401, not its output (the command itself runs on in the guest).
         const hold = guard.hold(principal);
