@@ -2,6 +2,7 @@
  * What validation produces (the definition with defaults applied), the limits and defaults of
  * environment-definition.md, and the field names and patterns the validator checks against.
  */
+import { SPEC_LIMITS } from '@orch/protocol/rules';
 import type { Position } from './diagnostics.js';
 
 /** A GPU request as the definition states it (validated against the catalog). */
@@ -45,17 +46,11 @@ export interface Definition {
 }
 
 /**
- * Numeric bounds the spec leaves open ("numeric bounds of spec fields: not shown"); see the package
- * README. They keep every compiled number a small, exact integer.
+ * Numeric bounds the spec leaves open ("numeric bounds of spec fields: not shown"): orchd's own
+ * (`SPEC_LIMITS` of `@orch/protocol/rules`, which its `VmSpec` is built from), so that a number
+ * that compiles is one orchd accepts. See the package README.
  */
-export const LIMITS = {
-  cpus: { min: 1, max: 1024 },
-  ramMb: { min: 64, max: 16 * 1024 * 1024 }, // 64 MiB (orchd's spec.ram_mb minimum) .. 16 TiB
-  storageGb: { min: 1, max: 1024 * 1024 }, // 1 PiB
-  maxRuntimeSeconds: { max: 365 * 86_400 }, // 365 days
-  gpuCount: { min: 1, max: 64 },
-  port: { min: 1, max: 65_535 },
-} as const;
+export const LIMITS = SPEC_LIMITS;
 
 export const DEFAULTS = {
   cpus: 2,

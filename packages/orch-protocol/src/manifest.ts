@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MANIFEST_VERSION, serviceNameProblem, workspaceProblem } from './rules.js';
+import { MANIFEST_VERSION, SPEC_LIMITS, serviceNameProblem, workspaceProblem } from './rules.js';
 import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
 
 export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
@@ -59,7 +59,7 @@ const Services = z
     z.string(),
     z.strictObject({
       image: z.string().min(1),
-      ports: z.array(z.number().int().min(1).max(65_535)).optional(),
+      ports: z.array(z.number().int().min(SPEC_LIMITS.port.min).max(SPEC_LIMITS.port.max)).optional(),
       env: ServiceEnv.optional(),
     }),
   )

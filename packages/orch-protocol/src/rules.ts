@@ -111,4 +111,20 @@ export const SECRET_NAME = /^(?!(?:__proto__|ORCH_VM_SECRET)$)[A-Za-z_][A-Za-z0-
 export const SECRET_NAME_RULE =
   'letters, digits and "_", starting with a letter or "_", at most 128, not "__proto__" or "ORCH_VM_SECRET"';
 
+/**
+ * Numeric bounds of a VM spec (orchestrator.md: "numeric bounds of spec fields: not shown"), the
+ * one copy of `orch compile` (`@orch/envdef` checks the definition file's `resources` against them)
+ * and of orchd's and the agent's `VmSpec`: a definition that compiles has a spec orchd accepts.
+ * They keep every number a small exact integer; fleet capacity is checked at placement, not here.
+ * Ports bound `expose[].port` and a service's `ports`.
+ */
+export const SPEC_LIMITS = {
+  cpus: { min: 1, max: 1024 },
+  ramMb: { min: 64, max: 16 * 1024 * 1024 }, // 64 MiB .. 16 TiB
+  storageGb: { min: 1, max: 1024 * 1024 }, // 1 GiB .. 1 PiB
+  maxRuntimeSeconds: { min: 1, max: 365 * 86_400 }, // 365 days
+  gpuCount: { min: 1, max: 64 },
+  port: { min: 1, max: 65_535 },
+} as const;
+
 export { AGENT_ID, ID_RULES, SERVICE_NAME };
