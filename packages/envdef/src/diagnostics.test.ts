@@ -313,3 +313,27 @@ describe('further checks a user would want explained', () => {
     expect(diagnose(text)).toEqual([line]);
   });
 });
+
+/** Compiles `text` and says whether it compiled. */
+const compiles = (text: string) => compileSource(text, { taskId: 't' }).ok;
+
+describe('what orchd or the agent would refuse for a static reason does not compile', () => {
+  const services = (n: number) =>
+    `version: 1\nservices:\n${Array.from({ length: n }, (_, i) => `  s${i}: { image: pg }\n`).join('')}`;
+  const expose = (n: number) =>
+    `version: 1\nexpose:\n${Array.from({ length: n }, (_, i) => `  - { port: ${i + 1}, as: p${i} }\n`).join('')}`;
+
+  test('more than 16 services (MAX_SERVICES of the manifest check), said once at the 17th', () => {
+    expect(compiles(services(16))).toBe(true);
+    expect(diagnose(services(18))).toEqual([
+      'orch.yaml:19:3: service "s16" is one too many: an environment runs at most 16 services',
+    ]);
+  });
+
+  test('more than 64 expose entries (orchd: expose at most 64), said once at the 65th', () => {
+    expect(compiles(expose(64))).toBe(true);
+    expect(diagnose(expose(66))).toEqual([
+      'orch.yaml:67:5: expose[64] is one too many: an environment exposes at most 64 ports',
+    ]);
+  });
+});

@@ -1,5 +1,5 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
-import { serviceNameProblem, textProblem } from '@orch/protocol/rules';
+import { MAX_EXPOSE, MAX_SERVICES, serviceNameProblem, textProblem } from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
@@ -42,7 +42,14 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
   const map = r.map(field.value, 'services', field.key);
   if (!map) return [];
   const services: ServiceDefinition[] = [];
+  let count = 0;
   for (const [name, svc] of r.fields(map, 'in services')) {
+    // orchd and the agent refuse a manifest with more (`MAX_SERVICES`): said once, at the first extra.
+    if (++count === MAX_SERVICES + 1)
+      r.report(
+        svc.key,
+        `service "${name}" is one too many: an environment runs at most ${MAX_SERVICES} services`,
+      );
     // The manifest's rule (`@orch/protocol/rules`), so that what compiles is what orchd accepts.
     const problem = serviceNameProblem(name);
     if (problem) {
@@ -155,6 +162,9 @@ export function readExpose(r: Reader, field: Field | undefined): ExposeEntry[] {
   const names = new Map<string, Position>();
   seq.items.forEach((item, i) => {
     const where = `expose[${i}]`;
+    // orchd refuses a request with more (`MAX_EXPOSE`): said once, at the first extra entry.
+    if (i === MAX_EXPOSE)
+      r.report(item as Node, `${where} is one too many: an environment exposes at most ${MAX_EXPOSE} ports`);
     const map = r.map(r.resolve(item as Node | null), where, seq);
     if (!map) return;
     const f = r.fields(map, `in ${where}`, EXPOSE_FIELDS);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AGENT_VM_STATES, ExposePort, VmSpec } from './agent-vms.js';
+import { MAX_EXPOSE } from './rules.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, hostId, secretValues, taskId, text } from './text.js';
 
@@ -37,7 +38,7 @@ export const CreateEnvironmentRequest = z
     startup_script: text(512 * 1024),
     expose: z
       .array(ExposePort)
-      .max(64)
+      .max(MAX_EXPOSE)
       .check((ctx) => {
         for (const [i, message] of repeatedExposeNames(ctx.value))
           ctx.issues.push({ code: 'custom', message, input: ctx.value[i]?.as, path: [i, 'as'] });

@@ -104,7 +104,7 @@ export {
   MoveListQuery,
   type MoveState,
 } from './moves.js';
-export { SPEC_LIMITS, serviceNameProblem } from './rules.js';
+export { MAX_EXPOSE, SPEC_LIMITS, serviceNameProblem } from './rules.js';
 export {
   decodeManifestInline,
   MAX_SERVICES,

@@ -127,4 +127,13 @@ export const SPEC_LIMITS = {
   port: { min: 1, max: 65_535 },
 } as const;
 
+/**
+ * Most services one environment may run (each is a disk of its VM): the manifest check of orchd
+ * and the agent (`manifestServices`) and `orch compile` refuse more.
+ */
+export const MAX_SERVICES = 16;
+
+/** Most `expose` entries of one environment: orchd's `CreateEnvironmentRequest` and `orch compile` refuse more. */
+export const MAX_EXPOSE = 64;
+
 export { AGENT_ID, ID_RULES, SERVICE_NAME };

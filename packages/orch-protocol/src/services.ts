@@ -4,6 +4,7 @@ import { OrchError } from './errors.js';
 import { IMAGE_NAME } from './ids.js';
 import { protoKeyPath, protoKeyProblem } from './json-body.js';
 import { Manifest } from './manifest.js';
+import { MAX_SERVICES } from './rules.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -54,8 +55,7 @@ export function serviceImageName(image: string): string {
     .slice(0, 63);
 }
 
-/** Most services one environment may run (each is a disk of its VM). */
-export const MAX_SERVICES = 16;
+export { MAX_SERVICES };
 
 /**
  * The manifest JSON text that `manifest_inline` carries: canonical base64 (base64.ts: standard
