@@ -197,8 +197,10 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     expect(diagnose('%TAG !e! tag:example.com,2000:\n---\nversion: 1\nimage: !e!img x\n')).toEqual([
       `orch.yaml:4:8: ${unknown('!e!img')}`,
     ]);
+    // The value stays the text written, and that is no image name either (upper case).
     expect(diagnose('version: 1\nimage: !!binary ZGViaWFu\n')).toEqual([
       `orch.yaml:2:8: ${unknown('!!binary')}`,
+      'orch.yaml:2:17: image "ZGViaWFu" must be an image name: 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
     ]);
   });
 
@@ -334,6 +336,28 @@ describe('what orchd or the agent would refuse for a static reason does not comp
     expect(compiles(expose(64))).toBe(true);
     expect(diagnose(expose(66))).toEqual([
       'orch.yaml:67:5: expose[64] is one too many: an environment exposes at most 64 ports',
+    ]);
+  });
+});
+
+describe('images: what an agent can boot or run', () => {
+  test('spec.image is an image name, as orchd and the agent require', () => {
+    expect(compiles('version: 1\nimage: debian-12\n')).toBe(true);
+    expect(diagnose('version: 1\nimage: "Debian 12"\n')).toEqual([
+      'orch.yaml:2:8: image "Debian 12" must be an image name: 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ]);
+    expect(diagnose(`version: 1\nimage: ${'a'.repeat(64)}\n`)).toHaveLength(1);
+  });
+
+  test("a service's image names an image a host can have (an image name or an OCI reference)", () => {
+    const svc = (image: string) => `version: 1\nservices:\n  db:\n    image: ${JSON.stringify(image)}\n`;
+    for (const ok of ['postgres:16', 'reg:5000/lib/web@sha256:ab12cd34ef56ab12', 'busybox-httpd'])
+      expect(compiles(svc(ok))).toBe(true);
+    expect(diagnose(svc(':16'))).toEqual([
+      'orch.yaml:4:12: service "db" image ":16" names no image a host can have: its image name "-16" is not 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ]);
+    expect(diagnose(svc(`x${'a'.repeat(1024)}`))).toEqual([
+      `orch.yaml:4:12: service "db" image "x${'a'.repeat(39)}..." must be at most 1024 characters`,
     ]);
   });
 });

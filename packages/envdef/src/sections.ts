@@ -1,5 +1,11 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
-import { MAX_EXPOSE, MAX_SERVICES, serviceNameProblem, textProblem } from '@orch/protocol/rules';
+import {
+  MAX_EXPOSE,
+  MAX_SERVICES,
+  serviceImageProblem,
+  serviceNameProblem,
+  textProblem,
+} from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
@@ -62,8 +68,15 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
     const f = r.fields(body, `in ${where}`, SERVICE_FIELDS);
     const imageField = f.get('image');
     let image: string | undefined;
-    if (imageField) image = r.string(imageField.value, `${where} image`, imageField.key);
-    else r.report(svc.key, `service "${name}" has no image: add "image: <name>" (for example postgres:16)`);
+    if (imageField) {
+      image = r.string(imageField.value, `${where} image`, imageField.key);
+      // The manifest's rule (`@orch/protocol/rules`): the image must name an image a host can have.
+      const problem = image === undefined ? undefined : serviceImageProblem(image);
+      if (problem !== undefined) {
+        r.report(imageField.value, `${where} image ${describe(imageField.value)} ${problem}`);
+        image = undefined;
+      }
+    } else r.report(svc.key, `service "${name}" has no image: add "image: <name>" (for example postgres:16)`);
 
     const ports: number[] = [];
     const portsField = f.get('ports');

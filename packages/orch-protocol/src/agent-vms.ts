@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SPEC_LIMITS } from './rules.js';
+import { imageNameProblem, SPEC_LIMITS } from './rules.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, text } from './text.js';
 
@@ -77,7 +77,14 @@ export const VmSpec = z
     ram_mb: bounded(SPEC_LIMITS.ramMb),
     storage_gb: bounded(SPEC_LIMITS.storageGb),
     max_runtime_seconds: bounded(SPEC_LIMITS.maxRuntimeSeconds),
-    image: text(256, 1).optional(),
+    /** The rootfs to boot: an image name ({@link imageNameProblem}), all an agent boots. */
+    image: z
+      .string()
+      .check((ctx) => {
+        const problem = imageNameProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      })
+      .optional(),
     gpu: z
       .strictObject({ model: text(128, 1), count: bounded(SPEC_LIMITS.gpuCount), mig: text(64).optional() })
       .optional(),

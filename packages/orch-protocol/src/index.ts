@@ -104,7 +104,14 @@ export {
   MoveListQuery,
   type MoveState,
 } from './moves.js';
-export { MAX_EXPOSE, SPEC_LIMITS, serviceNameProblem } from './rules.js';
+export {
+  imageNameProblem,
+  MAX_EXPOSE,
+  MAX_SERVICE_IMAGE,
+  SPEC_LIMITS,
+  serviceImageProblem,
+  serviceNameProblem,
+} from './rules.js';
 export {
   decodeManifestInline,
   MAX_SERVICES,

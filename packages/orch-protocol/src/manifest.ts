@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { MANIFEST_VERSION, SPEC_LIMITS, serviceNameProblem, workspaceProblem } from './rules.js';
+import {
+  MANIFEST_VERSION,
+  SPEC_LIMITS,
+  serviceImageProblem,
+  serviceNameProblem,
+  workspaceProblem,
+} from './rules.js';
 import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
 
 export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
@@ -52,13 +58,17 @@ const ServiceEnv = z
 
 /**
  * `services`, keyed by service names ({@link serviceNameProblem}, the definition file's rule):
- * a name outside it is an issue at `services.<name>`.
+ * a name outside it is an issue at `services.<name>`; each `image` names an agent image
+ * ({@link serviceImageProblem}, the definition file's rule too).
  */
 const Services = z
   .record(
     z.string(),
     z.strictObject({
-      image: z.string().min(1),
+      image: z.string().check((ctx) => {
+        const problem = serviceImageProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      }),
       ports: z.array(z.number().int().min(SPEC_LIMITS.port.min).max(SPEC_LIMITS.port.max)).optional(),
       env: ServiceEnv.optional(),
     }),

@@ -6,7 +6,7 @@
  * the same functions.
  */
 
-import { AGENT_ID, ID_RULES, SERVICE_NAME } from './ids.js';
+import { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME } from './ids.js';
 
 /**
  * The text rule of the orchestrator: every string it accepts (JSON fields, record keys, query
@@ -136,4 +136,70 @@ export const MAX_SERVICES = 16;
 /** Most `expose` entries of one environment: orchd's `CreateEnvironmentRequest` and `orch compile` refuse more. */
 export const MAX_EXPOSE = 64;
 
-export { AGENT_ID, ID_RULES, SERVICE_NAME };
+/**
+ * Why `name` cannot be a rootfs image name (`spec.image`, the definition file's `image`), or
+ * undefined when it can: an {@link IMAGE_NAME}, because that is all an agent stores, boots and
+ * reports in `images` (it refuses any other `spec.image`). The one rule of `orch compile` and of
+ * orchd's `VmSpec`: `image: "Debian 12"` is refused before anything is placed.
+ *
+ * @example imageNameProblem('debian-12') // undefined; imageNameProblem('Debian 12') // 'must be an image name: ...'
+ */
+export function imageNameProblem(name: string): string | undefined {
+  return IMAGE_NAME.test(name) ? undefined : `must be an image name: ${ID_RULES.imageName}`;
+}
+
+/**
+ * The agent image a service's `image` names: the name itself when it is an image name
+ * (`busybox-httpd`), else the name `orch-agent image pull` gives that reference by default:
+ * `<last path part>-<tag>` or `-<first 12 hex digits of the digest>`, lower case
+ * (`postgres:16` -> `postgres-16`, `reg:5000/lib/web@sha256:ab12...` -> `web-ab12...`).
+ *
+ * @example serviceImageName('postgres:16') // 'postgres-16'
+ */
+export function serviceImageName(image: string): string {
+  if (IMAGE_NAME.test(image)) return image;
+  let ref = image.replace(/^docker:\/\//, '');
+  let version = 'latest';
+  const at = ref.indexOf('@');
+  if (at >= 0) {
+    version = ref
+      .slice(at + 1)
+      .replace(/^sha256:/, '')
+      .slice(0, 12);
+    ref = ref.slice(0, at);
+  }
+  const last = ref.split('/').at(-1) ?? '';
+  const colon = last.lastIndexOf(':');
+  const base = colon >= 0 ? last.slice(0, colon) : last;
+  if (colon >= 0 && at < 0) version = last.slice(colon + 1);
+  return `${base}-${version}`
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]/g, '-')
+    .slice(0, 63);
+}
+
+/** Longest `image` of a manifest service (an image name or an OCI reference). */
+export const MAX_SERVICE_IMAGE = 1024;
+
+/**
+ * Why `image` cannot be a manifest service's `image`, or undefined when it can: at most
+ * {@link MAX_SERVICE_IMAGE} characters without control characters, under the text rule, and
+ * naming an agent image: {@link serviceImageName} of it is an {@link IMAGE_NAME} (no host can have
+ * `/` or `:latest`, whose names would start with `-`). The one rule of `orch compile` and of the
+ * manifest check of orchd and the agent.
+ *
+ * @example serviceImageProblem('postgres:16') // undefined; serviceImageProblem(':16') // 'names no image ...'
+ */
+export function serviceImageProblem(image: string): string | undefined {
+  if (image === '') return 'must not be empty';
+  if (image.length > MAX_SERVICE_IMAGE) return `must be at most ${MAX_SERVICE_IMAGE} characters`;
+  if (CONTROL.test(image)) return 'must not contain control characters';
+  const problem = textProblem(image);
+  if (problem !== undefined) return problem;
+  const name = serviceImageName(image);
+  return IMAGE_NAME.test(name)
+    ? undefined
+    : `names no image a host can have: its image name ${JSON.stringify(name)} is not ${ID_RULES.imageName}`;
+}
+
+export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME };

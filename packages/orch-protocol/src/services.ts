@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import { base64Problem, decodeBase64 } from './base64.js';
 import { OrchError } from './errors.js';
-import { IMAGE_NAME } from './ids.js';
 import { protoKeyPath, protoKeyProblem } from './json-body.js';
 import { Manifest } from './manifest.js';
-import { MAX_SERVICES } from './rules.js';
+import { MAX_SERVICES, serviceImageName } from './rules.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -25,37 +24,7 @@ export interface ManifestService {
   readonly env: readonly { readonly name: string; readonly value?: string; readonly secret?: string }[];
 }
 
-/**
- * The agent image a service's `image` names: the name itself when it is an image name
- * (`busybox-httpd`), else the name `orch-agent image pull` gives that reference by default:
- * `<last path part>-<tag>` or `-<first 12 hex digits of the digest>`, lower case
- * (`postgres:16` -> `postgres-16`, `reg:5000/lib/web@sha256:ab12...` -> `web-ab12...`).
- *
- * @example serviceImageName('postgres:16') // 'postgres-16'
- */
-export function serviceImageName(image: string): string {
-  if (IMAGE_NAME.test(image)) return image;
-  let ref = image.replace(/^docker:\/\//, '');
-  let version = 'latest';
-  const at = ref.indexOf('@');
-  if (at >= 0) {
-    version = ref
-      .slice(at + 1)
-      .replace(/^sha256:/, '')
-      .slice(0, 12);
-    ref = ref.slice(0, at);
-  }
-  const last = ref.split('/').at(-1) ?? '';
-  const colon = last.lastIndexOf(':');
-  const base = colon >= 0 ? last.slice(0, colon) : last;
-  if (colon >= 0 && at < 0) version = last.slice(colon + 1);
-  return `${base}-${version}`
-    .toLowerCase()
-    .replace(/[^a-z0-9._-]/g, '-')
-    .slice(0, 63);
-}
-
-export { MAX_SERVICES };
+export { MAX_SERVICES, serviceImageName };
 
 /**
  * The manifest JSON text that `manifest_inline` carries: canonical base64 (base64.ts: standard
