@@ -361,3 +361,12 @@ describe('images: what an agent can boot or run', () => {
     ]);
   });
 });
+
+test('an env name is a variable name, the rule of the manifest check (at most 256 characters)', () => {
+  const env = (name: string) => `version: 1\nservices:\n  db:\n    image: pg\n    env:\n      ${name}: x\n`;
+  expect(compiles(env(`A${'b'.repeat(255)}`))).toBe(true);
+  expect(diagnose(env('my-var'))).toEqual([
+    'orch.yaml:6:7: env name "my-var" of service "db" must be a variable name: letters, digits and "_", starting with a letter or "_", at most 256',
+  ]);
+  expect(diagnose(env(`A${'b'.repeat(256)}`))).toHaveLength(1);
+});

@@ -1,5 +1,6 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
 import {
+  envNameProblem,
   MAX_EXPOSE,
   MAX_SERVICES,
   serviceImageProblem,
@@ -10,7 +11,6 @@ import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
   ENV_FIELDS,
-  ENV_NAME,
   type EnvValue,
   EXPOSE_FIELDS,
   type ExposeEntry,
@@ -91,8 +91,10 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
     const envMap = envField ? r.map(envField.value, `${where} env`, envField.key) : undefined;
     if (envMap) {
       for (const [envName, entry] of r.fields(envMap, `in the env of ${where}`)) {
-        if (!ENV_NAME.test(envName)) {
-          r.report(entry.key, `env name "${envName}" of ${where} must match [A-Za-z_][A-Za-z0-9_]*`);
+        // The manifest's rule (`@orch/protocol/rules`): the agent exports it into the container.
+        const problem = envNameProblem(envName);
+        if (problem) {
+          r.report(entry.key, `env name "${envName}" of ${where} ${problem}`);
           continue;
         }
         if (envName === RESERVED_KEY) {

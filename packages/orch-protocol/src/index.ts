@@ -105,6 +105,9 @@ export {
   type MoveState,
 } from './moves.js';
 export {
+  ENV_NAME,
+  ENV_NAME_RULE,
+  envNameProblem,
   imageNameProblem,
   MAX_EXPOSE,
   MAX_SERVICE_IMAGE,

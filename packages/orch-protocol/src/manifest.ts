@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  envNameProblem,
   MANIFEST_VERSION,
   SPEC_LIMITS,
   serviceImageProblem,
@@ -31,8 +32,9 @@ const EnvReference = z.strictObject({
 });
 
 /**
- * A service's env: variable name to a literal or `{ value }` or `{ secret }`, never both (checked
- * on the record, so that the message names the entry rather than "no member of the union fits").
+ * A service's env: variable name ({@link envNameProblem}, the definition file's rule) to a literal
+ * or `{ value }` or `{ secret }`, never both (checked on the record, so that the message names the
+ * entry rather than "no member of the union fits").
  */
 const ServiceEnv = z
   .record(
@@ -44,6 +46,8 @@ const ServiceEnv = z
   )
   .check((ctx) => {
     for (const [name, entry] of Object.entries(ctx.value)) {
+      const problem = envNameProblem(name);
+      if (problem) ctx.issues.push({ code: 'custom', message: problem, input: name, path: [name] });
       if (typeof entry === 'string') continue;
       const both = entry.value !== undefined && entry.secret !== undefined;
       if (both || (entry.value === undefined && entry.secret === undefined))

@@ -202,4 +202,22 @@ export function serviceImageProblem(image: string): string | undefined {
     : `names no image a host can have: its image name ${JSON.stringify(name)} is not ${ID_RULES.imageName}`;
 }
 
+/**
+ * Env names of a manifest service (`services.<name>.env`): the agent puts each into the service
+ * container's process environment, so each is a variable name a shell can read: letters, digits
+ * and `_`, not starting with a digit, at most 256. The one rule of `orch compile` and of the
+ * manifest check of orchd and the agent.
+ */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
+export const ENV_NAME_RULE = 'letters, digits and "_", starting with a letter or "_", at most 256';
+
+/**
+ * Why `name` cannot be a service's env name ({@link ENV_NAME}), or undefined when it can.
+ *
+ * @example envNameProblem('PGUSER') // undefined; envNameProblem('my-var') // 'must be a variable name: ...'
+ */
+export function envNameProblem(name: string): string | undefined {
+  return ENV_NAME.test(name) ? undefined : `must be a variable name: ${ENV_NAME_RULE}`;
+}
+
 export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME };

@@ -172,3 +172,30 @@ describe("a service's image (serviceImageProblem, the rule orch compile applies 
     expect(message('')).toBe('manifest_inline: services.db.image: must not be empty');
   });
 });
+
+describe('env names of a service (envNameProblem, the rule orch compile applies too)', () => {
+  const message = (name: string) => {
+    try {
+      manifestServices(
+        JSON.stringify({ version: '1', services: { db: { image: 'pg', env: { [name]: 'x' } } } }),
+      );
+    } catch (e) {
+      return e instanceof OrchError ? e.message : 'other';
+    }
+    return 'accepted';
+  };
+
+  test('a variable name is accepted, up to 256 characters', () => {
+    for (const name of ['PGUSER', '_x', 'a1_B', `A${'b'.repeat(255)}`])
+      expect(message(name)).toBe('accepted');
+  });
+
+  test('anything the container environment cannot carry as a variable is refused naming it', () => {
+    for (const name of ['my-var', '1A', 'A B', 'A=B', 'a\u0000b', '', 'é', `A${'b'.repeat(256)}`]) {
+      const path = `services.db.env.${name}`;
+      expect(message(name)).toBe(
+        `manifest_inline: ${path.length > 200 ? `${path.slice(0, 200)}...` : path}: must be a variable name: letters, digits and "_", starting with a letter or "_", at most 256`,
+      );
+    }
+  });
+});

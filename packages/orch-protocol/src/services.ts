@@ -55,7 +55,8 @@ export function decodeManifestInline(manifestInline: string): string {
  * the field (`manifest_inline: services.db.env.PW: ...`), a manifest that is not JSON of the
  * {@link Manifest} shape (a version other than `"1"`, a relative workspace, an env entry with both
  * a value and a secret, an unknown field, a service name outside the rule: `serviceNameProblem`
- * of rules.ts), an env name with `=` or a NUL, a `__proto__` key anywhere (json-body.ts), or more
+ * of rules.ts; a service image naming no agent image: `serviceImageProblem`; an env name that is
+ * no variable name: `envNameProblem`), a `__proto__` key anywhere (json-body.ts), or more
  * than {@link MAX_SERVICES} services.
  */
 export function manifestServices(manifestJson: string): ManifestService[] {
@@ -92,11 +93,6 @@ export function manifestServices(manifestJson: string): ManifestService[] {
     });
   return entries.map(([name, svc]) => {
     const env = Object.entries(svc.env ?? {}).map(([k, v]) => {
-      if (k === '' || k.includes('=') || k.includes('\0'))
-        throw OrchError.invalid(
-          `manifest_inline: service ${name}: env name ${JSON.stringify(k)} is not a variable name`,
-          { field: 'manifest_inline', service: name },
-        );
       if (typeof v === 'string') return { name: k, value: v };
       // The schema lets exactly one of the two through.
       return v.secret !== undefined ? { name: k, secret: v.secret } : { name: k, value: v.value ?? '' };
