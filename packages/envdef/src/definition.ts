@@ -18,6 +18,8 @@ export type EnvValue = { readonly value: string } | { readonly secret: string };
 /** A service of the manifest, with env entries in file order. */
 export interface ServiceDefinition {
   readonly name: string;
+  /** Where its name was written (compile points there when the manifest grows too long). */
+  readonly at?: Position;
   readonly image: string;
   readonly ports: readonly number[];
   readonly env: readonly { readonly name: string; readonly value: EnvValue }[];
@@ -41,6 +43,8 @@ export interface Definition {
   readonly workspace: string;
   readonly setup: readonly string[];
   readonly run: readonly string[];
+  /** Where each `setup` and `run` line was written (compile points there when the script grows too long). */
+  readonly lineAt?: { readonly setup: readonly Position[]; readonly run: readonly Position[] };
   readonly services: readonly ServiceDefinition[];
   readonly expose: readonly ExposeEntry[];
 }

@@ -370,3 +370,33 @@ test('an env name is a variable name, the rule of the manifest check (at most 25
   ]);
   expect(diagnose(env(`A${'b'.repeat(256)}`))).toHaveLength(1);
 });
+
+describe('a startup script or manifest longer than orchd takes (512 KiB each), at the line or service that passes it', () => {
+  const big = 'x'.repeat(300 * 1024);
+
+  test('startup_script: the setup or run line that passes the limit', () => {
+    expect(compiles(`version: 1\nrun:\n  - echo ${big}\n`)).toBe(true);
+    // 32: "#!/bin/sh", "set -eu" and "cd /workspace", each with its newline.
+    expect(diagnose(`version: 1\nsetup:\n  - echo ${big}\nrun:\n  - echo ${big}\n`)).toEqual([
+      `orch.yaml:5:5: run[0] makes the startup script ${32 + 2 * (big.length + 6)} characters long, more than the 524288 orchd takes (startup_script): keep large content in files of the workspace, not in setup or run lines`,
+    ]);
+    // With --from-build the setup lines are not in the script.
+    const fromBuild = `version: 1\nsetup:\n  - echo ${big}\n  - echo ${big}\nrun:\n  - ./serve\n`;
+    expect(diagnose(fromBuild)).toHaveLength(1);
+    expect(diagnose(fromBuild)[0]).toMatch(/^orch\.yaml:4:5: setup\[1\] makes the startup script/);
+    expect(compileSource(fromBuild, { taskId: 't', fromBuild: 'snap' }).ok).toBe(true);
+  });
+
+  test('manifest_inline: the service that passes the limit (base64 of the manifest)', () => {
+    const svc = (name: string, value: string) => `  ${name}:\n    image: pg\n    env: { V: ${value} }\n`;
+    const half = 'y'.repeat(200 * 1024);
+    expect(compiles(`version: 1\nservices:\n${svc('a', half)}`)).toBe(true);
+    const [line, ...rest] = diagnose(
+      `version: 1\nservices:\n${svc('a', half)}${svc('b', half)}${svc('c', 'z')}`,
+    );
+    expect(rest).toEqual([]);
+    expect(line).toMatch(
+      /^orch\.yaml:6:3: service "b" makes the manifest \d+ characters of base64 long, more than the 524288 orchd takes \(manifest_inline\): shorten the env values of the services$/,
+    );
+  });
+});

@@ -24,22 +24,31 @@ import {
 import type { Position } from './diagnostics.js';
 import { describe, type Field, type Reader } from './reader.js';
 
-export function readLines(r: Reader, where: string, field: Field | undefined): string[] {
-  if (!field) return [];
-  if (isScalar(field.value) && field.value.value === null) return [];
-  const seq = r.seq(field.value, `${where} (a list of shell lines)`, field.key);
-  if (!seq) return [];
+/** The lines of `setup` or `run`, with where each was written. */
+export function readLines(
+  r: Reader,
+  where: string,
+  field: Field | undefined,
+): { lines: string[]; at: Position[] } {
   const lines: string[] = [];
+  const at: Position[] = [];
+  if (!field) return { lines, at };
+  if (isScalar(field.value) && field.value.value === null) return { lines, at };
+  const seq = r.seq(field.value, `${where} (a list of shell lines)`, field.key);
+  if (!seq) return { lines, at };
   seq.items.forEach((item, i) => {
     const node = r.resolve(item as Node | null);
     if (isScalar(node) && typeof node.value === 'string') {
       if (node.value.includes('\u0000')) r.report(node, `${where}[${i}] must not contain a NUL character`);
-      else lines.push(node.value.replace(/\n+$/, ''));
+      else {
+        lines.push(node.value.replace(/\n+$/, ''));
+        at.push(r.at(item as Node));
+      }
     } else {
       r.report(node ?? seq, `${where}[${i}] must be a string, got ${describe(node)} (quote the line)`);
     }
   });
-  return lines;
+  return { lines, at };
 }
 
 export function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] {
@@ -105,7 +114,7 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
         if (value) env.push({ name: envName, value });
       }
     }
-    if (image !== undefined) services.push({ name, image, ports, env });
+    if (image !== undefined) services.push({ name, at: r.at(svc.key), image, ports, env });
   }
   return services;
 }

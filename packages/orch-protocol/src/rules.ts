@@ -220,4 +220,13 @@ export function envNameProblem(name: string): string | undefined {
   return ENV_NAME.test(name) ? undefined : `must be a variable name: ${ENV_NAME_RULE}`;
 }
 
+/**
+ * Longest `startup_script` and `manifest_inline` (base64, so ASCII: characters are bytes) orchd
+ * takes in `POST /v1/environments`, in characters (UTF-16 code units, as JSON strings count).
+ * `orch compile` refuses a definition whose script or manifest would be longer, at the `setup`/`run`
+ * line or the service that passes the limit.
+ */
+export const MAX_STARTUP_SCRIPT = 512 * 1024;
+export const MAX_MANIFEST_INLINE = 512 * 1024;
+
 export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME };
