@@ -400,3 +400,20 @@ describe('a startup script or manifest longer than orchd takes (512 KiB each), a
     );
   });
 });
+
+test('setup/run lines and the workspace keep the text rule of orchd; the workspace is at most 4096 characters', () => {
+  // YAML's "\ud800" escape makes a lone surrogate, which orchd refuses in startup_script and the manifest.
+  expect(diagnose('version: 1\nrun:\n  - "echo \\ud800"\n')).toEqual([
+    'orch.yaml:3:5: run[0] must be well-formed Unicode (it has a lone surrogate)',
+  ]);
+  expect(diagnose('version: 1\nsetup: ["a\\0b"]\n')).toEqual([
+    'orch.yaml:2:9: setup[0] must not contain U+0000 (NUL)',
+  ]);
+  expect(diagnose('version: 1\nworkspace: "/w\\udc00"\n')).toEqual([
+    'orch.yaml:2:12: workspace must be well-formed Unicode (it has a lone surrogate), got "/w\\udc00"',
+  ]);
+  expect(compiles(`version: 1\nworkspace: /${'w'.repeat(4095)}\n`)).toBe(true);
+  expect(diagnose(`version: 1\nworkspace: /${'w'.repeat(4096)}\n`)).toEqual([
+    `orch.yaml:2:12: workspace must be at most 4096 characters, got "/${'w'.repeat(39)}..."`,
+  ]);
+});

@@ -39,7 +39,9 @@ export function readLines(
   seq.items.forEach((item, i) => {
     const node = r.resolve(item as Node | null);
     if (isScalar(node) && typeof node.value === 'string') {
-      if (node.value.includes('\u0000')) r.report(node, `${where}[${i}] must not contain a NUL character`);
+      // The text rule of orchd's startup_script (`@orch/protocol/rules`): no NUL, no lone surrogate.
+      const problem = textProblem(node.value);
+      if (problem !== undefined) r.report(node, `${where}[${i}] ${problem}`);
       else {
         lines.push(node.value.replace(/\n+$/, ''));
         at.push(r.at(item as Node));

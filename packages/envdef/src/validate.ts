@@ -69,7 +69,7 @@ export function validateDefinition(
     if (value !== undefined) {
       const problem = workspaceProblem(value);
       if (problem === undefined) workspace = value;
-      else r.report(ws.value, `workspace ${problem}, got ${JSON.stringify(value)}`);
+      else r.report(ws.value, `workspace ${problem}, got ${describe(ws.value)}`);
     }
   }
 

@@ -18,9 +18,9 @@ export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
  * unknown field is refused.
  */
 
-/** A field holding a guest workspace path ({@link workspaceProblem}), under the text rule. */
+/** A field holding a guest workspace path ({@link workspaceProblem}, the text rule included). */
 export const workspacePath = () =>
-  text(4096, 1).check((ctx) => {
+  z.string().check((ctx) => {
     const problem = workspaceProblem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
   });

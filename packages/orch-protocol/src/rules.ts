@@ -67,15 +67,21 @@ export function checkIdentifier(what: string, id: string): string | undefined {
 /** The manifest's `version`: `1` is the only accepted version, as the string `"1"`. */
 export const MANIFEST_VERSION = '1';
 
+/** Longest guest workspace path. */
+export const MAX_WORKSPACE = 4096;
+
 /**
  * Why `path` cannot be the guest workspace, or undefined when it can: it must be an absolute guest
- * path (environment-definition.md, `workspace`). The one rule of the definition file
- * (`@orch/envdef`), the manifest's `machine.workspace` and a build's `workspace`.
+ * path (environment-definition.md, `workspace`) of at most {@link MAX_WORKSPACE} characters, under
+ * the text rule. The one rule of the definition file (`@orch/envdef`), the manifest's
+ * `machine.workspace` and a build's `workspace`.
  *
  * @example workspaceProblem('/workspace') // undefined; workspaceProblem('../..') // 'must be an absolute ...'
  */
 export function workspaceProblem(path: string): string | undefined {
-  return path.startsWith('/') ? undefined : 'must be an absolute guest path (starting with "/")';
+  if (!path.startsWith('/')) return 'must be an absolute guest path (starting with "/")';
+  if (path.length > MAX_WORKSPACE) return `must be at most ${MAX_WORKSPACE} characters`;
+  return textProblem(path);
 }
 
 /**
