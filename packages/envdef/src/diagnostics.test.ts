@@ -197,8 +197,10 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
     expect(diagnose('%TAG !e! tag:example.com,2000:\n---\nversion: 1\nimage: !e!img x\n')).toEqual([
       `orch.yaml:4:8: ${unknown('!e!img')}`,
     ]);
+    // The value stays the text written, and that is no image name either (upper case).
     expect(diagnose('version: 1\nimage: !!binary ZGViaWFu\n')).toEqual([
       `orch.yaml:2:8: ${unknown('!!binary')}`,
+      'orch.yaml:2:17: image "ZGViaWFu" must be an image name: 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
     ]);
   });
 
@@ -312,4 +314,106 @@ describe('further checks a user would want explained', () => {
   ])('%j', (text, line) => {
     expect(diagnose(text)).toEqual([line]);
   });
+});
+
+/** Compiles `text` and says whether it compiled. */
+const compiles = (text: string) => compileSource(text, { taskId: 't' }).ok;
+
+describe('what orchd or the agent would refuse for a static reason does not compile', () => {
+  const services = (n: number) =>
+    `version: 1\nservices:\n${Array.from({ length: n }, (_, i) => `  s${i}: { image: pg }\n`).join('')}`;
+  const expose = (n: number) =>
+    `version: 1\nexpose:\n${Array.from({ length: n }, (_, i) => `  - { port: ${i + 1}, as: p${i} }\n`).join('')}`;
+
+  test('more than 16 services (MAX_SERVICES of the manifest check), said once at the 17th', () => {
+    expect(compiles(services(16))).toBe(true);
+    expect(diagnose(services(18))).toEqual([
+      'orch.yaml:19:3: service "s16" is one too many: an environment runs at most 16 services',
+    ]);
+  });
+
+  test('more than 64 expose entries (orchd: expose at most 64), said once at the 65th', () => {
+    expect(compiles(expose(64))).toBe(true);
+    expect(diagnose(expose(66))).toEqual([
+      'orch.yaml:67:5: expose[64] is one too many: an environment exposes at most 64 ports',
+    ]);
+  });
+});
+
+describe('images: what an agent can boot or run', () => {
+  test('spec.image is an image name, as orchd and the agent require', () => {
+    expect(compiles('version: 1\nimage: debian-12\n')).toBe(true);
+    expect(diagnose('version: 1\nimage: "Debian 12"\n')).toEqual([
+      'orch.yaml:2:8: image "Debian 12" must be an image name: 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ]);
+    expect(diagnose(`version: 1\nimage: ${'a'.repeat(64)}\n`)).toHaveLength(1);
+  });
+
+  test("a service's image names an image a host can have (an image name or an OCI reference)", () => {
+    const svc = (image: string) => `version: 1\nservices:\n  db:\n    image: ${JSON.stringify(image)}\n`;
+    for (const ok of ['postgres:16', 'reg:5000/lib/web@sha256:ab12cd34ef56ab12', 'busybox-httpd'])
+      expect(compiles(svc(ok))).toBe(true);
+    expect(diagnose(svc(':16'))).toEqual([
+      'orch.yaml:4:12: service "db" image ":16" names no image a host can have: its image name "-16" is not 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ]);
+    expect(diagnose(svc(`x${'a'.repeat(1024)}`))).toEqual([
+      `orch.yaml:4:12: service "db" image "x${'a'.repeat(39)}..." must be at most 1024 characters`,
+    ]);
+  });
+});
+
+test('an env name is a variable name, the rule of the manifest check (at most 256 characters)', () => {
+  const env = (name: string) => `version: 1\nservices:\n  db:\n    image: pg\n    env:\n      ${name}: x\n`;
+  expect(compiles(env(`A${'b'.repeat(255)}`))).toBe(true);
+  expect(diagnose(env('my-var'))).toEqual([
+    'orch.yaml:6:7: env name "my-var" of service "db" must be a variable name: letters, digits and "_", starting with a letter or "_", at most 256',
+  ]);
+  expect(diagnose(env(`A${'b'.repeat(256)}`))).toHaveLength(1);
+});
+
+describe('a startup script or manifest longer than orchd takes (512 KiB each), at the line or service that passes it', () => {
+  const big = 'x'.repeat(300 * 1024);
+
+  test('startup_script: the setup or run line that passes the limit', () => {
+    expect(compiles(`version: 1\nrun:\n  - echo ${big}\n`)).toBe(true);
+    // 32: "#!/bin/sh", "set -eu" and "cd /workspace", each with its newline.
+    expect(diagnose(`version: 1\nsetup:\n  - echo ${big}\nrun:\n  - echo ${big}\n`)).toEqual([
+      `orch.yaml:5:5: run[0] makes the startup script ${32 + 2 * (big.length + 6)} characters long, more than the 524288 orchd takes (startup_script): keep large content in files of the workspace, not in setup or run lines`,
+    ]);
+    // With --from-build the setup lines are not in the script.
+    const fromBuild = `version: 1\nsetup:\n  - echo ${big}\n  - echo ${big}\nrun:\n  - ./serve\n`;
+    expect(diagnose(fromBuild)).toHaveLength(1);
+    expect(diagnose(fromBuild)[0]).toMatch(/^orch\.yaml:4:5: setup\[1\] makes the startup script/);
+    expect(compileSource(fromBuild, { taskId: 't', fromBuild: 'snap' }).ok).toBe(true);
+  });
+
+  test('manifest_inline: the service that passes the limit (base64 of the manifest)', () => {
+    const svc = (name: string, value: string) => `  ${name}:\n    image: pg\n    env: { V: ${value} }\n`;
+    const half = 'y'.repeat(200 * 1024);
+    expect(compiles(`version: 1\nservices:\n${svc('a', half)}`)).toBe(true);
+    const [line, ...rest] = diagnose(
+      `version: 1\nservices:\n${svc('a', half)}${svc('b', half)}${svc('c', 'z')}`,
+    );
+    expect(rest).toEqual([]);
+    expect(line).toMatch(
+      /^orch\.yaml:6:3: service "b" makes the manifest \d+ characters of base64 long, more than the 524288 orchd takes \(manifest_inline\): shorten the env values of the services$/,
+    );
+  });
+});
+
+test('setup/run lines and the workspace keep the text rule of orchd; the workspace is at most 4096 characters', () => {
+  // YAML's "\ud800" escape makes a lone surrogate, which orchd refuses in startup_script and the manifest.
+  expect(diagnose('version: 1\nrun:\n  - "echo \\ud800"\n')).toEqual([
+    'orch.yaml:3:5: run[0] must be well-formed Unicode (it has a lone surrogate)',
+  ]);
+  expect(diagnose('version: 1\nsetup: ["a\\0b"]\n')).toEqual([
+    'orch.yaml:2:9: setup[0] must not contain U+0000 (NUL)',
+  ]);
+  expect(diagnose('version: 1\nworkspace: "/w\\udc00"\n')).toEqual([
+    'orch.yaml:2:12: workspace must be well-formed Unicode (it has a lone surrogate), got "/w\\udc00"',
+  ]);
+  expect(compiles(`version: 1\nworkspace: /${'w'.repeat(4095)}\n`)).toBe(true);
+  expect(diagnose(`version: 1\nworkspace: /${'w'.repeat(4096)}\n`)).toEqual([
+    `orch.yaml:2:12: workspace must be at most 4096 characters, got "/${'w'.repeat(39)}..."`,
+  ]);
 });

@@ -1,10 +1,16 @@
 /** Validation of the list sections of a definition: `setup`/`run` lines, `services`, `expose`. */
-import { serviceNameProblem, textProblem } from '@orch/protocol/rules';
+import {
+  envNameProblem,
+  MAX_EXPOSE,
+  MAX_SERVICES,
+  serviceImageProblem,
+  serviceNameProblem,
+  textProblem,
+} from '@orch/protocol/rules';
 import { isMap, isScalar, type Node } from 'yaml';
 import {
   DNS_LABEL,
   ENV_FIELDS,
-  ENV_NAME,
   type EnvValue,
   EXPOSE_FIELDS,
   type ExposeEntry,
@@ -18,22 +24,33 @@ import {
 import type { Position } from './diagnostics.js';
 import { describe, type Field, type Reader } from './reader.js';
 
-export function readLines(r: Reader, where: string, field: Field | undefined): string[] {
-  if (!field) return [];
-  if (isScalar(field.value) && field.value.value === null) return [];
-  const seq = r.seq(field.value, `${where} (a list of shell lines)`, field.key);
-  if (!seq) return [];
+/** The lines of `setup` or `run`, with where each was written. */
+export function readLines(
+  r: Reader,
+  where: string,
+  field: Field | undefined,
+): { lines: string[]; at: Position[] } {
   const lines: string[] = [];
+  const at: Position[] = [];
+  if (!field) return { lines, at };
+  if (isScalar(field.value) && field.value.value === null) return { lines, at };
+  const seq = r.seq(field.value, `${where} (a list of shell lines)`, field.key);
+  if (!seq) return { lines, at };
   seq.items.forEach((item, i) => {
     const node = r.resolve(item as Node | null);
     if (isScalar(node) && typeof node.value === 'string') {
-      if (node.value.includes('\u0000')) r.report(node, `${where}[${i}] must not contain a NUL character`);
-      else lines.push(node.value.replace(/\n+$/, ''));
+      // The text rule of orchd's startup_script (`@orch/protocol/rules`): no NUL, no lone surrogate.
+      const problem = textProblem(node.value);
+      if (problem !== undefined) r.report(node, `${where}[${i}] ${problem}`);
+      else {
+        lines.push(node.value.replace(/\n+$/, ''));
+        at.push(r.at(item as Node));
+      }
     } else {
       r.report(node ?? seq, `${where}[${i}] must be a string, got ${describe(node)} (quote the line)`);
     }
   });
-  return lines;
+  return { lines, at };
 }
 
 export function readServices(r: Reader, field: Field | undefined): ServiceDefinition[] {
@@ -42,7 +59,14 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
   const map = r.map(field.value, 'services', field.key);
   if (!map) return [];
   const services: ServiceDefinition[] = [];
+  let count = 0;
   for (const [name, svc] of r.fields(map, 'in services')) {
+    // orchd and the agent refuse a manifest with more (`MAX_SERVICES`): said once, at the first extra.
+    if (++count === MAX_SERVICES + 1)
+      r.report(
+        svc.key,
+        `service "${name}" is one too many: an environment runs at most ${MAX_SERVICES} services`,
+      );
     // The manifest's rule (`@orch/protocol/rules`), so that what compiles is what orchd accepts.
     const problem = serviceNameProblem(name);
     if (problem) {
@@ -55,8 +79,15 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
     const f = r.fields(body, `in ${where}`, SERVICE_FIELDS);
     const imageField = f.get('image');
     let image: string | undefined;
-    if (imageField) image = r.string(imageField.value, `${where} image`, imageField.key);
-    else r.report(svc.key, `service "${name}" has no image: add "image: <name>" (for example postgres:16)`);
+    if (imageField) {
+      image = r.string(imageField.value, `${where} image`, imageField.key);
+      // The manifest's rule (`@orch/protocol/rules`): the image must name an image a host can have.
+      const problem = image === undefined ? undefined : serviceImageProblem(image);
+      if (problem !== undefined) {
+        r.report(imageField.value, `${where} image ${describe(imageField.value)} ${problem}`);
+        image = undefined;
+      }
+    } else r.report(svc.key, `service "${name}" has no image: add "image: <name>" (for example postgres:16)`);
 
     const ports: number[] = [];
     const portsField = f.get('ports');
@@ -71,8 +102,10 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
     const envMap = envField ? r.map(envField.value, `${where} env`, envField.key) : undefined;
     if (envMap) {
       for (const [envName, entry] of r.fields(envMap, `in the env of ${where}`)) {
-        if (!ENV_NAME.test(envName)) {
-          r.report(entry.key, `env name "${envName}" of ${where} must match [A-Za-z_][A-Za-z0-9_]*`);
+        // The manifest's rule (`@orch/protocol/rules`): the agent exports it into the container.
+        const problem = envNameProblem(envName);
+        if (problem) {
+          r.report(entry.key, `env name "${envName}" of ${where} ${problem}`);
           continue;
         }
         if (envName === RESERVED_KEY) {
@@ -83,7 +116,7 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
         if (value) env.push({ name: envName, value });
       }
     }
-    if (image !== undefined) services.push({ name, image, ports, env });
+    if (image !== undefined) services.push({ name, at: r.at(svc.key), image, ports, env });
   }
   return services;
 }
@@ -155,6 +188,9 @@ export function readExpose(r: Reader, field: Field | undefined): ExposeEntry[] {
   const names = new Map<string, Position>();
   seq.items.forEach((item, i) => {
     const where = `expose[${i}]`;
+    // orchd refuses a request with more (`MAX_EXPOSE`): said once, at the first extra entry.
+    if (i === MAX_EXPOSE)
+      r.report(item as Node, `${where} is one too many: an environment exposes at most ${MAX_EXPOSE} ports`);
     const map = r.map(r.resolve(item as Node | null), where, seq);
     if (!map) return;
     const f = r.fields(map, `in ${where}`, EXPOSE_FIELDS);

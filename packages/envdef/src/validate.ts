@@ -1,4 +1,4 @@
-import { workspaceProblem } from '@orch/protocol/rules';
+import { imageNameProblem, workspaceProblem } from '@orch/protocol/rules';
 import { isScalar, type Node } from 'yaml';
 import {
   DEFAULTS,
@@ -53,7 +53,10 @@ export function validateDefinition(
   const imageField = f.get('image');
   if (imageField) {
     const name = r.string(imageField.value, 'image', imageField.key);
-    if (name !== undefined) image = { name, at: r.at(imageField.key) };
+    // The rule of orchd's spec.image (`@orch/protocol/rules`): an agent boots only image names.
+    const problem = name === undefined ? undefined : imageNameProblem(name);
+    if (problem !== undefined) r.report(imageField.value, `image ${describe(imageField.value)} ${problem}`);
+    else if (name !== undefined) image = { name, at: r.at(imageField.key) };
     if (options.fromBuild) r.report(imageField.key, IMAGE_WITH_FROM_BUILD);
   }
 
@@ -66,7 +69,7 @@ export function validateDefinition(
     if (value !== undefined) {
       const problem = workspaceProblem(value);
       if (problem === undefined) workspace = value;
-      else r.report(ws.value, `workspace ${problem}, got ${JSON.stringify(value)}`);
+      else r.report(ws.value, `workspace ${problem}, got ${describe(ws.value)}`);
     }
   }
 
@@ -82,8 +85,9 @@ export function validateDefinition(
       ...(image ? { image } : {}),
       ...resources,
       workspace,
-      setup,
-      run,
+      setup: setup.lines,
+      run: run.lines,
+      lineAt: { setup: setup.at, run: run.at },
       services,
       expose,
     },

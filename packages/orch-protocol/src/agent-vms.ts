@@ -1,9 +1,14 @@
 import { z } from 'zod';
+import { imageNameProblem, SPEC_LIMITS } from './rules.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, text } from './text.js';
 
 /** The longest `max_runtime_seconds` (365 days, the definition file's own limit for `max_runtime`). */
-export const MAX_RUNTIME_SECONDS = 365 * 86_400;
+export const MAX_RUNTIME_SECONDS = SPEC_LIMITS.maxRuntimeSeconds.max;
+
+/** An integer field within one of the {@link SPEC_LIMITS}. */
+const bounded = (limits: { readonly min: number; readonly max: number }) =>
+  z.number().int().min(limits.min).max(limits.max);
 
 /**
  * The host-agent protocol beyond `GET /v1/info`: VMs, exec, console, snapshots. HTTP + JSON below
@@ -62,24 +67,26 @@ export const AGENT_VM_PATHS = {
   snapshotData: (snapshotId: string) => fill(AGENT_ROUTES.snapshotData, snapshotId),
 } as const;
 
-/** Resources of a VM. Closed, like every request object: an unknown field is refused, naming it. */
+/**
+ * Resources of a VM, each number within its {@link SPEC_LIMITS} (the bounds `orch compile` checks
+ * too). Closed, like every request object: an unknown field is refused, naming it.
+ */
 export const VmSpec = z
   .strictObject({
-    cpus: z.number().int().min(1).max(1024),
-    ram_mb: z
-      .number()
-      .int()
-      .min(64)
-      .max(16 * 1024 * 1024),
-    storage_gb: z
-      .number()
-      .int()
-      .min(1)
-      .max(1024 * 1024),
-    max_runtime_seconds: z.number().int().min(1).max(MAX_RUNTIME_SECONDS),
-    image: text(256, 1).optional(),
+    cpus: bounded(SPEC_LIMITS.cpus),
+    ram_mb: bounded(SPEC_LIMITS.ramMb),
+    storage_gb: bounded(SPEC_LIMITS.storageGb),
+    max_runtime_seconds: bounded(SPEC_LIMITS.maxRuntimeSeconds),
+    /** The rootfs to boot: an image name ({@link imageNameProblem}), all an agent boots. */
+    image: z
+      .string()
+      .check((ctx) => {
+        const problem = imageNameProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      })
+      .optional(),
     gpu: z
-      .strictObject({ model: text(128, 1), count: z.number().int().min(1), mig: text(64).optional() })
+      .strictObject({ model: text(128, 1), count: bounded(SPEC_LIMITS.gpuCount), mig: text(64).optional() })
       .optional(),
   })
   .meta({ id: 'VmSpec' });
@@ -87,7 +94,7 @@ export type VmSpec = z.infer<typeof VmSpec>;
 
 export const ExposePort = z
   .strictObject({
-    port: z.number().int().min(1).max(65_535),
+    port: bounded(SPEC_LIMITS.port),
     as: z.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/),
   })
   .meta({ id: 'ExposePort' });

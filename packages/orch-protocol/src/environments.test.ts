@@ -113,3 +113,15 @@ describe('manifest_inline', () => {
       ]);
   });
 });
+
+describe('spec.image (imageNameProblem, the rule orch compile applies too)', () => {
+  test('an image name is accepted; anything an agent cannot boot is refused naming the field', () => {
+    expect(issues(VmSpec, { ...valid.spec, image: 'debian-12' })).toEqual([]);
+    const rule =
+      'must be an image name: 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit';
+    for (const image of ['Debian 12', 'debian:12', '', 'a'.repeat(64), '..'])
+      expect(issues(CreateEnvironmentRequest, { ...valid, spec: { ...valid.spec, image } })).toEqual([
+        `spec.image: ${rule}`,
+      ]);
+  });
+});

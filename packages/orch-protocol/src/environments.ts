@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AGENT_VM_STATES, ExposePort, VmSpec } from './agent-vms.js';
+import { MAX_EXPOSE, MAX_MANIFEST_INLINE, MAX_STARTUP_SCRIPT } from './rules.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, hostId, secretValues, taskId, text } from './text.js';
 
@@ -32,12 +33,12 @@ export const CreateEnvironmentRequest = z
   .strictObject({
     task_id: taskId(),
     spec: VmSpec,
-    manifest_inline: base64Text(512 * 1024, 1),
+    manifest_inline: base64Text(MAX_MANIFEST_INLINE, 1),
     secrets: secretValues(64 * 1024).default({}),
-    startup_script: text(512 * 1024),
+    startup_script: text(MAX_STARTUP_SCRIPT),
     expose: z
       .array(ExposePort)
-      .max(64)
+      .max(MAX_EXPOSE)
       .check((ctx) => {
         for (const [i, message] of repeatedExposeNames(ctx.value))
           ctx.issues.push({ code: 'custom', message, input: ctx.value[i]?.as, path: [i, 'as'] });

@@ -104,7 +104,19 @@ export {
   MoveListQuery,
   type MoveState,
 } from './moves.js';
-export { serviceNameProblem } from './rules.js';
+export {
+  ENV_NAME,
+  ENV_NAME_RULE,
+  envNameProblem,
+  imageNameProblem,
+  MAX_EXPOSE,
+  MAX_MANIFEST_INLINE,
+  MAX_SERVICE_IMAGE,
+  MAX_STARTUP_SCRIPT,
+  SPEC_LIMITS,
+  serviceImageProblem,
+  serviceNameProblem,
+} from './rules.js';
 export {
   decodeManifestInline,
   MAX_SERVICES,

@@ -1,6 +1,6 @@
 /** Numbers a caller sends are bounded where a larger one would break a timer or a date downstream. */
 import { describe, expect, it } from 'vitest';
-import { MAX_RUNTIME_SECONDS, RestoreSnapshotBody, VmSpec } from './index.js';
+import { MAX_RUNTIME_SECONDS, RestoreSnapshotBody, SPEC_LIMITS, VmSpec } from './index.js';
 
 const spec = { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 60 };
 
@@ -16,6 +16,20 @@ describe('max_runtime_seconds', () => {
       expect(parsed.success).toBe(false);
       expect(parsed.error?.issues[0]?.path).toEqual(['max_runtime_seconds']);
       expect(RestoreSnapshotBody.safeParse({ max_runtime_seconds: v }).success).toBe(false);
+    }
+  });
+});
+
+describe('gpu.count', () => {
+  const gpu = (count: number) => ({ ...spec, gpu: { model: 'h100', count } });
+
+  it('is 1..64, the bound orch compile checks too (SPEC_LIMITS)', () => {
+    expect(SPEC_LIMITS.gpuCount).toEqual({ min: 1, max: 64 });
+    expect(VmSpec.safeParse(gpu(64)).success).toBe(true);
+    for (const count of [0, 65, 1e9]) {
+      const parsed = VmSpec.safeParse(gpu(count));
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues[0]?.path).toEqual(['gpu', 'count']);
     }
   });
 });

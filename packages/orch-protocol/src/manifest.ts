@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { MANIFEST_VERSION, serviceNameProblem, workspaceProblem } from './rules.js';
+import {
+  envNameProblem,
+  MANIFEST_VERSION,
+  SPEC_LIMITS,
+  serviceImageProblem,
+  serviceNameProblem,
+  workspaceProblem,
+} from './rules.js';
 import { SECRET_NAME, SECRET_NAME_RULE, text } from './text.js';
 
 export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
@@ -11,9 +18,9 @@ export { MANIFEST_VERSION, workspaceProblem } from './rules.js';
  * unknown field is refused.
  */
 
-/** A field holding a guest workspace path ({@link workspaceProblem}), under the text rule. */
+/** A field holding a guest workspace path ({@link workspaceProblem}, the text rule included). */
 export const workspacePath = () =>
-  text(4096, 1).check((ctx) => {
+  z.string().check((ctx) => {
     const problem = workspaceProblem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
   });
@@ -25,8 +32,9 @@ const EnvReference = z.strictObject({
 });
 
 /**
- * A service's env: variable name to a literal or `{ value }` or `{ secret }`, never both (checked
- * on the record, so that the message names the entry rather than "no member of the union fits").
+ * A service's env: variable name ({@link envNameProblem}, the definition file's rule) to a literal
+ * or `{ value }` or `{ secret }`, never both (checked on the record, so that the message names the
+ * entry rather than "no member of the union fits").
  */
 const ServiceEnv = z
   .record(
@@ -38,6 +46,8 @@ const ServiceEnv = z
   )
   .check((ctx) => {
     for (const [name, entry] of Object.entries(ctx.value)) {
+      const problem = envNameProblem(name);
+      if (problem) ctx.issues.push({ code: 'custom', message: problem, input: name, path: [name] });
       if (typeof entry === 'string') continue;
       const both = entry.value !== undefined && entry.secret !== undefined;
       if (both || (entry.value === undefined && entry.secret === undefined))
@@ -52,14 +62,18 @@ const ServiceEnv = z
 
 /**
  * `services`, keyed by service names ({@link serviceNameProblem}, the definition file's rule):
- * a name outside it is an issue at `services.<name>`.
+ * a name outside it is an issue at `services.<name>`; each `image` names an agent image
+ * ({@link serviceImageProblem}, the definition file's rule too).
  */
 const Services = z
   .record(
     z.string(),
     z.strictObject({
-      image: z.string().min(1),
-      ports: z.array(z.number().int().min(1).max(65_535)).optional(),
+      image: z.string().check((ctx) => {
+        const problem = serviceImageProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      }),
+      ports: z.array(z.number().int().min(SPEC_LIMITS.port.min).max(SPEC_LIMITS.port.max)).optional(),
       env: ServiceEnv.optional(),
     }),
   )

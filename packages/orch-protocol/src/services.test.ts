@@ -139,3 +139,63 @@ describe('service names in the manifest', () => {
     expect(message).toBe(`manifest_inline: services.${'X'.repeat(191)}...: ${RULE}`);
   });
 });
+
+describe("a service's image (serviceImageProblem, the rule orch compile applies too)", () => {
+  const message = (image: string) => {
+    try {
+      manifestServices(JSON.stringify({ version: '1', services: { db: { image } } }));
+    } catch (e) {
+      return e instanceof OrchError ? e.message : 'other';
+    }
+    return 'accepted';
+  };
+
+  test('an image name or an OCI reference whose image name a host can have is accepted', () => {
+    for (const image of ['busybox-httpd', 'postgres:16', `reg:5000/lib/web@sha256:${'ab'.repeat(32)}`])
+      expect(message(image)).toBe('accepted');
+  });
+
+  test('one that names no image a host can have, or is not text, is refused naming the path', () => {
+    expect(message(':16')).toBe(
+      'manifest_inline: services.db.image: names no image a host can have: its image name "-16" is not 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit',
+    );
+    expect(message('reg.local/')).toMatch(/^manifest_inline: services\.db\.image: names no image/);
+    expect(message('postgres\n:16')).toBe(
+      'manifest_inline: services.db.image: must not contain control characters',
+    );
+    expect(message('pg\ud800')).toBe(
+      'manifest_inline: services.db.image: must be well-formed Unicode (it has a lone surrogate)',
+    );
+    expect(message(`a${'b'.repeat(1024)}`)).toBe(
+      'manifest_inline: services.db.image: must be at most 1024 characters',
+    );
+    expect(message('')).toBe('manifest_inline: services.db.image: must not be empty');
+  });
+});
+
+describe('env names of a service (envNameProblem, the rule orch compile applies too)', () => {
+  const message = (name: string) => {
+    try {
+      manifestServices(
+        JSON.stringify({ version: '1', services: { db: { image: 'pg', env: { [name]: 'x' } } } }),
+      );
+    } catch (e) {
+      return e instanceof OrchError ? e.message : 'other';
+    }
+    return 'accepted';
+  };
+
+  test('a variable name is accepted, up to 256 characters', () => {
+    for (const name of ['PGUSER', '_x', 'a1_B', `A${'b'.repeat(255)}`])
+      expect(message(name)).toBe('accepted');
+  });
+
+  test('anything the container environment cannot carry as a variable is refused naming it', () => {
+    for (const name of ['my-var', '1A', 'A B', 'A=B', 'a\u0000b', '', 'é', `A${'b'.repeat(256)}`]) {
+      const path = `services.db.env.${name}`;
+      expect(message(name)).toBe(
+        `manifest_inline: ${path.length > 200 ? `${path.slice(0, 200)}...` : path}: must be a variable name: letters, digits and "_", starting with a letter or "_", at most 256`,
+      );
+    }
+  });
+});

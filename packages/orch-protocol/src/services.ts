@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { base64Problem, decodeBase64 } from './base64.js';
 import { OrchError } from './errors.js';
-import { IMAGE_NAME } from './ids.js';
 import { protoKeyPath, protoKeyProblem } from './json-body.js';
 import { Manifest } from './manifest.js';
+import { MAX_SERVICES, serviceImageName } from './rules.js';
 
 /**
  * Manifest services (orchestrator.md, "Manifest"): each `services.<name>` runs as an OCI container
@@ -24,38 +24,7 @@ export interface ManifestService {
   readonly env: readonly { readonly name: string; readonly value?: string; readonly secret?: string }[];
 }
 
-/**
- * The agent image a service's `image` names: the name itself when it is an image name
- * (`busybox-httpd`), else the name `orch-agent image pull` gives that reference by default:
- * `<last path part>-<tag>` or `-<first 12 hex digits of the digest>`, lower case
- * (`postgres:16` -> `postgres-16`, `reg:5000/lib/web@sha256:ab12...` -> `web-ab12...`).
- *
- * @example serviceImageName('postgres:16') // 'postgres-16'
- */
-export function serviceImageName(image: string): string {
-  if (IMAGE_NAME.test(image)) return image;
-  let ref = image.replace(/^docker:\/\//, '');
-  let version = 'latest';
-  const at = ref.indexOf('@');
-  if (at >= 0) {
-    version = ref
-      .slice(at + 1)
-      .replace(/^sha256:/, '')
-      .slice(0, 12);
-    ref = ref.slice(0, at);
-  }
-  const last = ref.split('/').at(-1) ?? '';
-  const colon = last.lastIndexOf(':');
-  const base = colon >= 0 ? last.slice(0, colon) : last;
-  if (colon >= 0 && at < 0) version = last.slice(colon + 1);
-  return `${base}-${version}`
-    .toLowerCase()
-    .replace(/[^a-z0-9._-]/g, '-')
-    .slice(0, 63);
-}
-
-/** Most services one environment may run (each is a disk of its VM). */
-export const MAX_SERVICES = 16;
+export { MAX_SERVICES, serviceImageName };
 
 /**
  * The manifest JSON text that `manifest_inline` carries: canonical base64 (base64.ts: standard
@@ -86,7 +55,8 @@ export function decodeManifestInline(manifestInline: string): string {
  * the field (`manifest_inline: services.db.env.PW: ...`), a manifest that is not JSON of the
  * {@link Manifest} shape (a version other than `"1"`, a relative workspace, an env entry with both
  * a value and a secret, an unknown field, a service name outside the rule: `serviceNameProblem`
- * of rules.ts), an env name with `=` or a NUL, a `__proto__` key anywhere (json-body.ts), or more
+ * of rules.ts; a service image naming no agent image: `serviceImageProblem`; an env name that is
+ * no variable name: `envNameProblem`), a `__proto__` key anywhere (json-body.ts), or more
  * than {@link MAX_SERVICES} services.
  */
 export function manifestServices(manifestJson: string): ManifestService[] {
@@ -123,11 +93,6 @@ export function manifestServices(manifestJson: string): ManifestService[] {
     });
   return entries.map(([name, svc]) => {
     const env = Object.entries(svc.env ?? {}).map(([k, v]) => {
-      if (k === '' || k.includes('=') || k.includes('\0'))
-        throw OrchError.invalid(
-          `manifest_inline: service ${name}: env name ${JSON.stringify(k)} is not a variable name`,
-          { field: 'manifest_inline', service: name },
-        );
       if (typeof v === 'string') return { name: k, value: v };
       // The schema lets exactly one of the two through.
       return v.secret !== undefined ? { name: k, secret: v.secret } : { name: k, value: v.value ?? '' };
