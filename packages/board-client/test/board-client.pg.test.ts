@@ -408,6 +408,21 @@ for (const storeName of STORES) {
       await expect(unknown.next()).rejects.toMatchObject({ _tag: 'UnknownBoard' });
     });
 
+    /**
+     * Writes `<prefix>0` and `<prefix>1`, watches after the first through a client with `options`,
+     * and expects the first event to be the second write.
+     */
+    const expectNextWrite = async (prefix: string, options: { fetch: typeof fetch; timeoutMs?: number }) => {
+      const w0 = must(await tasks.insert({ id: `${prefix}0` }));
+      const w1 = must(await tasks.insert({ id: `${prefix}1` }));
+      const c = connect({ url: node.url, token: admin, ...options }).board('tasks');
+      const ctl = new AbortController();
+      const it = c.watch({ after: w0, signal: ctl.signal });
+      const first = await it.next();
+      ctl.abort();
+      expect(first.value).toEqual({ resync: false, records: [expect.objectContaining({ seq: w1 })] });
+    };
+
     it('watch reconnects when a connection hangs without answering (watchdog at timeoutMs)', async () => {
       let calls = 0;
       const hangOnce: typeof fetch = (input, init) => {
@@ -418,14 +433,7 @@ for (const storeName of STORES) {
         }
         return fetch(input, init);
       };
-      const w0 = must(await tasks.insert({ id: 'dog0' }));
-      const w1 = must(await tasks.insert({ id: 'dog1' }));
-      const c = connect({ url: node.url, token: admin, fetch: hangOnce, timeoutMs: 100 }).board('tasks');
-      const ctl = new AbortController();
-      const it = c.watch({ after: w0, signal: ctl.signal });
-      const first = await it.next();
-      ctl.abort();
-      expect(first.value).toEqual({ resync: false, records: [expect.objectContaining({ seq: w1 })] });
+      await expectNextWrite('dog', { fetch: hangOnce, timeoutMs: 100 });
       expect(calls).toBe(2);
     });
 
@@ -437,14 +445,7 @@ for (const storeName of STORES) {
         }
         return await fetch(input, init);
       };
-      const w0 = must(await tasks.insert({ id: 'gw0' }));
-      const w1 = must(await tasks.insert({ id: 'gw1' }));
-      const c = connect({ url: node.url, token: admin, fetch: badGatewayOnce }).board('tasks');
-      const ctl = new AbortController();
-      const it = c.watch({ after: w0, signal: ctl.signal });
-      const first = await it.next();
-      ctl.abort();
-      expect(first.value).toEqual({ resync: false, records: [expect.objectContaining({ seq: w1 })] });
+      await expectNextWrite('gw', { fetch: badGatewayOnce });
       expect(calls).toBe(2);
     });
 
