@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { imageNameProblem, SPEC_LIMITS } from './rules.js';
+import { ID_RULES, IMAGE_NAME, SPEC_LIMITS } from './rules.js';
 import { ServiceStatus } from './services.js';
 import { agentId, base64Text, text } from './text.js';
 
@@ -77,14 +77,12 @@ export const VmSpec = z
     ram_mb: bounded(SPEC_LIMITS.ramMb),
     storage_gb: bounded(SPEC_LIMITS.storageGb),
     max_runtime_seconds: bounded(SPEC_LIMITS.maxRuntimeSeconds),
-    /** The rootfs to boot: an image name ({@link imageNameProblem}), all an agent boots. */
-    image: z
-      .string()
-      .check((ctx) => {
-        const problem = imageNameProblem(ctx.value);
-        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
-      })
-      .optional(),
+    /**
+     * The rootfs to boot: an image name, all an agent boots. The pattern and message of
+     * `imageNameProblem` (rules.ts, the rule `orch compile` applies), as a regex so that the OpenAPI
+     * document shows it.
+     */
+    image: z.string().regex(IMAGE_NAME, `must be an image name: ${ID_RULES.imageName}`).optional(),
     gpu: z
       .strictObject({ model: text(128, 1), count: bounded(SPEC_LIMITS.gpuCount), mig: text(64).optional() })
       .optional(),
