@@ -84,7 +84,6 @@ export const ENV_FIELDS = ['value', 'secret'];
 export const EXPOSE_FIELDS = ['port', 'as'];
 
 export const DNS_LABEL = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
-export { RESERVED_KEY, SECRET_NAME, SECRET_NAME_RULE } from '@orch/protocol/rules';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
 export const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/;
 export const MAX_ALIAS_RESOLUTIONS = 1000;

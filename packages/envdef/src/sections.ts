@@ -3,6 +3,7 @@ import {
   envNameProblem,
   MAX_EXPOSE,
   MAX_SERVICES,
+  secretNameProblem,
   serviceImageProblem,
   serviceNameProblem,
   textProblem,
@@ -15,9 +16,6 @@ import {
   EXPOSE_FIELDS,
   type ExposeEntry,
   LIMITS,
-  RESERVED_KEY,
-  SECRET_NAME,
-  SECRET_NAME_RULE,
   SERVICE_FIELDS,
   type ServiceDefinition,
 } from './definition.js';
@@ -108,10 +106,6 @@ export function readServices(r: Reader, field: Field | undefined): ServiceDefini
           r.report(entry.key, `env name "${envName}" of ${where} ${problem}`);
           continue;
         }
-        if (envName === RESERVED_KEY) {
-          r.report(entry.key, `env name "${envName}" of ${where} is reserved: no JSON reader keeps it`);
-          continue;
-        }
         const value = readEnvValue(r, entry, `env "${envName}" of ${where}`);
         if (value) env.push({ name: envName, value });
       }
@@ -134,13 +128,9 @@ export function readEnvValue(r: Reader, entry: Field, where: string): EnvValue |
     if (secret) {
       const name = r.string(secret.value, `${where} secret`, secret.key);
       if (name === undefined) return undefined;
-      if (!SECRET_NAME.test(name)) {
-        r.report(
-          secret.value,
-          name === RESERVED_KEY
-            ? `secret name "${name}" is reserved: no JSON reader keeps it`
-            : `secret name "${name}" must be ${SECRET_NAME_RULE}`,
-        );
+      const problem = secretNameProblem(name);
+      if (problem) {
+        r.report(secret.value, `secret name "${name}" ${problem}`);
         return undefined;
       }
       return { secret: name };

@@ -223,7 +223,21 @@ export const ENV_NAME_RULE = 'letters, digits and "_", starting with a letter or
  * @example envNameProblem('PGUSER') // undefined; envNameProblem('my-var') // 'must be a variable name: ...'
  */
 export function envNameProblem(name: string): string | undefined {
+  if (name === RESERVED_KEY) return RESERVED_PROBLEM;
   return ENV_NAME.test(name) ? undefined : `must be a variable name: ${ENV_NAME_RULE}`;
+}
+
+/** Why {@link RESERVED_KEY} names no env variable or secret. */
+const RESERVED_PROBLEM = 'is reserved: no JSON reader keeps it';
+
+/**
+ * Why `name` cannot be a secret name ({@link SECRET_NAME}), or undefined when it can.
+ *
+ * @example secretNameProblem('db_pw') // undefined; secretNameProblem('__proto__') // 'is reserved: ...'
+ */
+export function secretNameProblem(name: string): string | undefined {
+  if (name === RESERVED_KEY) return RESERVED_PROBLEM;
+  return SECRET_NAME.test(name) ? undefined : `must be ${SECRET_NAME_RULE}`;
 }
 
 /**
