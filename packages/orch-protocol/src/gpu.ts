@@ -143,7 +143,11 @@ export type AgentGpuDevice = z.infer<typeof AgentGpuDevice>;
  */
 export const GPU_DETECTION_STATES = ['ok', 'no_gpu', 'no_driver', 'error'] as const;
 
-/** What a host can do with its GPUs: detection, and whether whole GPUs can go to VMs (and why not). */
+/**
+ * What a host can do with its GPUs: detection, and whether whole GPUs can go to VMs (and why not).
+ * Inlined in the OpenAPI document (no schema id): it is nullable, and OpenAPI 3.0 cannot put
+ * `nullable` beside a `$ref`.
+ */
 export const AgentGpuStatus = z
   .object({
     state: z.enum(GPU_DETECTION_STATES),
@@ -156,8 +160,7 @@ export const AgentGpuStatus = z
     }),
     /** When detection ran (ISO 8601). */
     checked_at: text(64),
-  })
-  .meta({ id: 'AgentGpuStatus' });
+  });
 export type AgentGpuStatus = z.infer<typeof AgentGpuStatus>;
 
 /**

@@ -27,11 +27,12 @@ export const PCI_HOLE64 = '2048G';
 
 const PCI_ADDRESS = /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/;
 
-/** `argv` (of `qemuArgv`) with `gpus` passed through. */
-export function withGpuPassthrough(argv: readonly string[], gpus: readonly PassthroughGpu[]): string[] {
-  const accel = argv[argv.indexOf('-accel') + 1];
-  if (accel !== 'kvm')
-    throw new Error(`GPU passthrough needs KVM, and this VM runs under ${accel ?? 'no accelerator'}`);
+/**
+ * The microVM argv as a q35 machine: `-M q35`, the virtio devices in their PCI forms (same order,
+ * same ids), and a 64-bit PCI hole of {@link PCI_HOLE64}. Any accelerator (the VM test boots it
+ * under TCG to show that the guest finds its disk, console and channels on PCI).
+ */
+export function toQ35(argv: readonly string[]): string[] {
   const machine = argv.indexOf('-M');
   if (machine < 0 || argv[machine + 1] !== 'microvm') throw new Error('expected a microvm argv (-M microvm)');
   const out = argv.map((arg, i) => {
@@ -40,7 +41,22 @@ export function withGpuPassthrough(argv: readonly string[], gpus: readonly Passt
       return arg.replace(/^virtio-(blk|net|serial|rng)-device\b/, 'virtio-$1-pci');
     return arg;
   });
-  const devices: string[] = ['-global', `q35-pcihost.pci-hole64-size=${PCI_HOLE64}`];
+  return beforeQmp(out, ['-global', `q35-pcihost.pci-hole64-size=${PCI_HOLE64}`]);
+}
+
+/** `args` inserted before QMP and `-incoming`, which stay last. */
+function beforeQmp(argv: string[], args: readonly string[]): string[] {
+  const qmp = argv.indexOf('-qmp');
+  argv.splice(qmp < 0 ? argv.length : qmp, 0, ...args);
+  return argv;
+}
+
+/** `argv` (of `qemuArgv`) as q35 ({@link toQ35}) with `gpus` passed through, under KVM only. */
+export function withGpuPassthrough(argv: readonly string[], gpus: readonly PassthroughGpu[]): string[] {
+  const accel = argv[argv.indexOf('-accel') + 1];
+  if (accel !== 'kvm')
+    throw new Error(`GPU passthrough needs KVM, and this VM runs under ${accel ?? 'no accelerator'}`);
+  const devices: string[] = [];
   gpus.forEach((gpu, i) => {
     if (gpu.functions.length === 0 || gpu.functions.length > 8)
       throw new Error(`GPU ${i}: ${gpu.functions.length} PCI functions (1 to 8 fit one slot)`);
@@ -52,8 +68,5 @@ export function withGpuPassthrough(argv: readonly string[], gpus: readonly Passt
       devices.push('-device', `vfio-pci,host=${fn},id=gpu${i}f${f},bus=${port},addr=0x0.${f}${multi}`);
     });
   });
-  // Before QMP and -incoming, which stay last.
-  const qmp = out.indexOf('-qmp');
-  out.splice(qmp < 0 ? out.length : qmp, 0, ...devices);
-  return out;
+  return beforeQmp(toQ35(argv), devices);
 }
