@@ -64,7 +64,7 @@ export const AgentInfo = z
     kind: z.enum(HOST_KINDS),
     arch: z.enum(ARCHES),
     version: text(200).default(''),
-    /** `kvm`, `tcg` (software emulation), or `none` for a GPU host without VMs. */
+    /** `kvm`, `tcg` (software emulation), or `none` (no QEMU). GPU passthrough needs `kvm`. */
     accelerator: text(64).default('none'),
     capacity: Resources,
     free: Resources,
