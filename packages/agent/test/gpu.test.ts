@@ -351,7 +351,7 @@ describe('QEMU argv for GPU passthrough', () => {
     const at = (flag: string) => argv.flatMap((a, i) => (a === flag ? [argv[i + 1]] : []));
     expect(at('-M')).toEqual(['q35']);
     expect(at('-accel')).toEqual(['kvm']);
-    expect(at('-cpu')).toEqual(['host']);
+    expect(at('-cpu')).toEqual(['host,host-phys-bits=on']);
     expect(at('-global')).toEqual(['q35-pcihost.pci-hole64-size=2048G']);
     expect(at('-device')).toEqual([
       'virtio-blk-pci,drive=root',

@@ -10,7 +10,10 @@
  *   its audio function, for example) goes behind it as one multifunction device, function 0 first:
  *   VFIO hands a group to one guest whole, or not at all.
  * - The 64-bit PCI hole is made large enough for data-centre GPUs' BARs (an H100's BAR1 is 128 GiB;
- *   QEMU's default hole is 32 GiB and the guest could not map it).
+ *   QEMU's default hole is 32 GiB and the guest could not map it), and the guest CPU gets the
+ *   host's physical address bits (`host-phys-bits=on`) so that the hole is addressable: QEMU refuses
+ *   to start when it is not (measured under TCG's 40 bits: "Address space limit 0xffffffffff <
+ *   0x2ffffffffff phys-bits too low (40)"; data-centre hosts have 46 bits or more).
  *
  * Only under KVM: a GPU cannot be passed to a TCG guest (VFIO maps guest memory for the device's
  * DMA through the host IOMMU, which needs KVM's memory slots). The caller refuses earlier; this
@@ -28,9 +31,9 @@ export const PCI_HOLE64 = '2048G';
 const PCI_ADDRESS = /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/;
 
 /**
- * The microVM argv as a q35 machine: `-M q35`, the virtio devices in their PCI forms (same order,
- * same ids), and a 64-bit PCI hole of {@link PCI_HOLE64}. Any accelerator (the VM test boots it
- * under TCG to show that the guest finds its disk, console and channels on PCI).
+ * The microVM argv as a q35 machine: `-M q35` and the virtio devices in their PCI forms (same
+ * order, same ids). Any accelerator (the VM test boots it under TCG to show that the guest finds its
+ * disk, console and channels on PCI).
  */
 export function toQ35(argv: readonly string[]): string[] {
   const machine = argv.indexOf('-M');
@@ -41,7 +44,7 @@ export function toQ35(argv: readonly string[]): string[] {
       return arg.replace(/^virtio-(blk|net|serial|rng)-device\b/, 'virtio-$1-pci');
     return arg;
   });
-  return beforeQmp(out, ['-global', `q35-pcihost.pci-hole64-size=${PCI_HOLE64}`]);
+  return out;
 }
 
 /** `args` inserted before QMP and `-incoming`, which stay last. */
@@ -56,7 +59,10 @@ export function withGpuPassthrough(argv: readonly string[], gpus: readonly Passt
   const accel = argv[argv.indexOf('-accel') + 1];
   if (accel !== 'kvm')
     throw new Error(`GPU passthrough needs KVM, and this VM runs under ${accel ?? 'no accelerator'}`);
-  const devices: string[] = [];
+  const q35 = toQ35(argv).map((a, i, all) =>
+    all[i - 1] === '-cpu' && a === 'host' ? 'host,host-phys-bits=on' : a,
+  );
+  const devices: string[] = ['-global', `q35-pcihost.pci-hole64-size=${PCI_HOLE64}`];
   gpus.forEach((gpu, i) => {
     if (gpu.functions.length === 0 || gpu.functions.length > 8)
       throw new Error(`GPU ${i}: ${gpu.functions.length} PCI functions (1 to 8 fit one slot)`);
@@ -68,5 +74,5 @@ export function withGpuPassthrough(argv: readonly string[], gpus: readonly Passt
       devices.push('-device', `vfio-pci,host=${fn},id=gpu${i}f${f},bus=${port},addr=0x0.${f}${multi}`);
     });
   });
-  return beforeQmp(toQ35(argv), devices);
+  return beforeQmp(q35, devices);
 }
