@@ -48,7 +48,11 @@ const mig = {
   mig_mode: 'enabled',
   iommu_group: 13,
   held_by: 'env_1',
-  mig_instances: Array.from({ length: 7 }, (_, i) => ({ profile: '1g.10gb', gi: 7 + i, compute_instances: 1 })),
+  mig_instances: Array.from({ length: 7 }, (_, i) => ({
+    profile: '1g.10gb',
+    gi: 7 + i,
+    compute_instances: 1,
+  })),
 };
 
 test('a GPU host: detection, what passthrough lacks, and each GPU with PCI address, driver, IOMMU group, MIG', async ({
@@ -101,7 +105,10 @@ test('a GPU host: detection, what passthrough lacks, and each GPU with PCI addre
   expect(lines.find((l) => l.includes('0000:3b:00.0'))).toMatch(/\s7x 1g\.10gb\s+env_1$/);
 });
 
-test('a GPU host whose driver is missing says so; a microvm host shows no GPU lines', async ({ orchd, config }) => {
+test('a GPU host whose driver is missing says so; a microvm host shows no GPU lines', async ({
+  orchd,
+  config,
+}) => {
   config.connectTo(orchd.url);
   orchd.answer(
     json({
@@ -119,9 +126,13 @@ test('a GPU host whose driver is missing says so; a microvm host shows no GPU li
     }),
   );
   const r = await runOrchAsync(['host', 'get', 'g1'], config.dir);
-  expect(r.stdout).toContain('gpu detection: no_driver (NVIDIA driver not loaded (nvidia-smi exit 9: ...))\n');
+  expect(r.stdout).toContain(
+    'gpu detection: no_driver (NVIDIA driver not loaded (nvidia-smi exit 9: ...))\n',
+  );
   expect(r.stdout).toContain('gpu passthrough: yes (VFIO)\n');
-  orchd.answer(json({ ...base, kind: 'microvm', health_detail: null, gpus: [], gpu_devices: [], gpu_status: null }));
+  orchd.answer(
+    json({ ...base, kind: 'microvm', health_detail: null, gpus: [], gpu_devices: [], gpu_status: null }),
+  );
   const micro = await runOrchAsync(['host', 'get', 'g1'], config.dir);
   expect(micro.code).toBe(0);
   expect(micro.stdout).not.toContain('gpu');

@@ -148,19 +148,18 @@ export const GPU_DETECTION_STATES = ['ok', 'no_gpu', 'no_driver', 'error'] as co
  * Inlined in the OpenAPI document (no schema id): it is nullable, and OpenAPI 3.0 cannot put
  * `nullable` beside a `$ref`.
  */
-export const AgentGpuStatus = z
-  .object({
-    state: z.enum(GPU_DETECTION_STATES),
-    detail: text(2000).nullable(),
-    driver_version: text(64).nullable(),
-    /** Whole-GPU passthrough by VFIO: possible, or what is missing (`KVM`, `an IOMMU`, `the vfio-pci driver`). */
-    passthrough: z.object({
-      available: z.boolean(),
-      missing: z.array(text(300)).max(16),
-    }),
-    /** When detection ran (ISO 8601). */
-    checked_at: text(64),
-  });
+export const AgentGpuStatus = z.object({
+  state: z.enum(GPU_DETECTION_STATES),
+  detail: text(2000).nullable(),
+  driver_version: text(64).nullable(),
+  /** Whole-GPU passthrough by VFIO: possible, or what is missing (`KVM`, `an IOMMU`, `the vfio-pci driver`). */
+  passthrough: z.object({
+    available: z.boolean(),
+    missing: z.array(text(300)).max(16),
+  }),
+  /** When detection ran (ISO 8601). */
+  checked_at: text(64),
+});
 export type AgentGpuStatus = z.infer<typeof AgentGpuStatus>;
 
 /**
