@@ -70,6 +70,18 @@ export const OPTIONS = declareOptions({
     description: 'seconds a VM may take from QEMU start to guest agent ready before it is an error',
   },
   logLevel: logLevelOption('AGENT_LOG_LEVEL'),
+  nvidiaSmi: {
+    env: 'AGENT_NVIDIA_SMI',
+    flag: '--nvidia-smi <path>',
+    schema: z.string().min(1).default('nvidia-smi'),
+    description: 'GPU hosts: the nvidia-smi program GPU detection runs (looked up on PATH)',
+  },
+  sysfsRoot: {
+    env: 'AGENT_SYSFS_ROOT',
+    flag: '--sysfs-root <dir>',
+    schema: z.string().min(1).default('/sys'),
+    description: 'GPU hosts: where sysfs is mounted (PCI devices, IOMMU groups, vfio-pci binding)',
+  },
   s3Endpoint: {
     env: 'AGENT_S3_ENDPOINT',
     schema: z

@@ -18,6 +18,7 @@ import { buildApp } from './api/app.js';
 import { BearerAuth } from './api/auth.js';
 import { consoleUpgradeHandler } from './api/console-ws.js';
 import type { Config } from './config.js';
+import { GpuManager } from './gpu/gpu-manager.js';
 import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
@@ -84,6 +85,17 @@ export class Agent implements Service, Startable {
       ? await resolveAccelerator(config.accel, { layout, qemu: config.qemu, kernel: k?.kernel, logger })
       : 'tcg';
     const metrics = new AgentMetrics();
+    // A GPU host detects its GPUs at every /v1/info and passes whole GPUs to VMs (gpu/).
+    const gpus =
+      config.kind === 'gpu'
+        ? new GpuManager({
+            nvidiaSmi: config.nvidiaSmi,
+            sysfs: config.sysfsRoot,
+            accelerator: hasQemu ? accelerator : 'none',
+            dataDir: layout.root,
+            logger,
+          })
+        : undefined;
     let qemuVersion: Promise<string> | undefined;
     const vms = new VmManager({
       qemuVersion: () => {
@@ -106,9 +118,12 @@ export class Agent implements Service, Startable {
       stateSecret: config.token,
       logger,
       metrics,
+      ...(gpus ? { gpus } : {}),
     });
     this.vms = vms;
     await vms.recover();
+    // GPUs bound for VMs that did not come back are given back to the host driver.
+    await gpus?.recover((id) => vms.list().some((v) => v.id === id && v.state === 'running'));
     vms.services.watch(this.watching.signal);
     const auth = new BearerAuth(config.token);
     const info = async (): Promise<AgentInfo> => ({
@@ -116,15 +131,15 @@ export class Agent implements Service, Startable {
       kind: config.kind,
       arch: arch() === 'arm64' ? 'arm64' : 'amd64',
       version: AGENT_VERSION,
-      accelerator: config.kind === 'gpu' ? 'none' : (await qemuFound()) ? accelerator : 'none',
+      accelerator: (await qemuFound()) ? accelerator : 'none',
       ...(await vms.resources()),
       images: await images.list(),
       image_details: await images.describe(),
-      gpus: [],
+      ...(gpus ? await gpus.info() : { gpus: [], gpu_devices: [], gpu_status: null }),
     });
     metrics.watch({
       list: () => vms.list(),
-      accelerator: config.kind === 'gpu' ? 'none' : hasQemu ? accelerator : 'none',
+      accelerator: hasQemu ? accelerator : 'none',
       dataDir: layout.root,
     });
     const transfer = new ArtifactTransfer({

@@ -1,6 +1,15 @@
+import { GPU_MODELS as PROTOCOL_GPU_MODELS } from '@orch/protocol';
 import { describe, expect, test, vi } from 'vitest';
 import { Alias, parse } from 'yaml';
-import { type Compiled, compileSource, renderJson, renderOnly, renderText, renderYaml } from './index.js';
+import {
+  type Compiled,
+  compileSource,
+  GPU_MODELS,
+  renderJson,
+  renderOnly,
+  renderText,
+  renderYaml,
+} from './index.js';
 
 function compile(text: string, options: { taskId?: string; fromBuild?: string } = {}): Compiled {
   const result = compileSource(text, { taskId: 'demo', ...options });
@@ -98,6 +107,20 @@ describe('compile', () => {
       model: 'l4',
       count: 2,
     });
+  });
+
+  test('the GPU catalog is the one of @orch/protocol, which GPU hosts report and orchd places by', () => {
+    expect(GPU_MODELS).toBe(PROTOCOL_GPU_MODELS);
+    // Every model and MIG profile of the catalog compiles.
+    for (const m of PROTOCOL_GPU_MODELS) {
+      expect(compile(`version: 1\nresources: { gpu: { model: ${m.name} } }\n`).request.spec.gpu?.model).toBe(
+        m.name,
+      );
+      for (const p of m.migProfiles)
+        expect(
+          compile(`version: 1\nresources: { gpu: { model: ${m.name}, mig: ${p} } }\n`).request.spec.gpu?.mig,
+        ).toBe(p);
+    }
   });
 
   test('aliases are followed', () => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AgentGpuDevice, AgentGpuStatus } from './gpu.js';
 import { HOST_ID, HOST_ID_RULE, text } from './text.js';
 
 /**
@@ -23,7 +24,11 @@ const count = z.number().int().nonnegative();
 export const Resources = z.object({ cpus: count, ram_mb: count, disk_gb: count }).meta({ id: 'Resources' });
 export type Resources = z.infer<typeof Resources>;
 
-/** A GPU model on a host: how many devices, how many free, and the MIG profiles they can be cut into. */
+/**
+ * A GPU model on a host (summary of `gpu_devices`): whole GPUs of that model that can be passed
+ * through (`count`; MIG-enabled ones excluded), how many no VM holds (`free`), and the MIG profiles
+ * its MIG-enabled GPUs offer.
+ */
 export const AgentGpu = z
   .object({
     model: text(128, 1),
@@ -59,7 +64,7 @@ export const AgentInfo = z
     kind: z.enum(HOST_KINDS),
     arch: z.enum(ARCHES),
     version: text(200).default(''),
-    /** `kvm`, `tcg` (software emulation), or `none` for a GPU host without VMs. */
+    /** `kvm`, `tcg` (software emulation), or `none` (no QEMU). GPU passthrough needs `kvm`. */
     accelerator: text(64).default('none'),
     capacity: Resources,
     free: Resources,
@@ -68,6 +73,10 @@ export const AgentInfo = z
     /** The same images with size, digest and source. */
     image_details: z.array(AgentImage).max(10_000).default([]),
     gpus: z.array(AgentGpu).max(1024).default([]),
+    /** Each NVIDIA GPU as detected (nvidia-smi and sysfs), refreshed at every `GET /v1/info`. */
+    gpu_devices: z.array(AgentGpuDevice).max(1024).default([]),
+    /** GPU detection and passthrough state; null from agents that do not detect GPUs. */
+    gpu_status: AgentGpuStatus.nullable().default(null),
   })
   .meta({ id: 'AgentInfo' });
 export type AgentInfo = z.infer<typeof AgentInfo>;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentGpu, AgentImage, ARCHES, HOST_KINDS, Resources } from './agent.js';
+import { AgentGpuDevice, AgentGpuStatus } from './gpu.js';
 import { HOST_ID, HOST_ID_RULE, headerToken, text } from './text.js';
 
 export { HOST_ID };
@@ -40,6 +41,10 @@ export const Host = z
     /** The images with size, digest and source, as the agent's `/v1/info` lists them. */
     image_details: z.array(AgentImage).default([]),
     gpus: z.array(AgentGpu),
+    /** Each GPU as the agent detected it at the last health check that reached it. */
+    gpu_devices: z.array(AgentGpuDevice).default([]),
+    /** GPU detection and passthrough state at that check (null: the agent reports none). */
+    gpu_status: AgentGpuStatus.nullable().default(null),
     labels: z.record(z.string(), z.string()),
     last_seen_at: z.iso.datetime().nullable(),
     created_at: z.iso.datetime(),

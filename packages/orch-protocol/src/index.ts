@@ -68,6 +68,24 @@ export {
   OrchError,
 } from './errors.js';
 export {
+  AgentGpuDevice,
+  AgentGpuStatus,
+  findGpuModel,
+  GPU_DETECTION_STATES,
+  GPU_MODELS,
+  GpuMigInstance,
+  GpuMigProfile,
+  type GpuModel,
+  gpuHealthDetail,
+  gpuKey,
+  gpuModelOf,
+  gpuSupply,
+  MIG_MODES,
+  MIG_VM_REFUSAL,
+  migProfileName,
+  migProfilesOffered,
+} from './gpu.js';
+export {
   HOST_HEALTH,
   HOST_STATES,
   Host,

@@ -1,3 +1,4 @@
+import type { AgentGpuDevice } from '@orch/protocol';
 import { createMetricsRegistry, HttpMetrics, type Logger } from '@support/server';
 import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram } from 'prom-client';
@@ -125,6 +126,36 @@ export class OrchdMetrics {
             .execute()
         ).map((r) => ({ labels: { kind: r.kind, state: r.state, health: r.health }, n: Number(r.n) })),
     );
+    const gpuFacts = () =>
+      db.selectFrom('hosts').select(['id', 'gpu_devices', 'gpu_status']).orderBy('id').execute();
+    byState(
+      'orchd_host_gpus',
+      'GPUs each host reported at its last health check, by catalog model (other: unknown to the catalog), MIG mode and whether a VM holds it',
+      ['host', 'model', 'mig_mode', 'held'],
+      async () => gpuRows(await gpuFacts()),
+    );
+    byState(
+      'orchd_host_gpu_mig_instances',
+      'MIG GPU instances (with a compute instance) each host reported, by model and profile',
+      ['host', 'model', 'profile'],
+      async () => migRows(await gpuFacts()),
+    );
+    byState(
+      'orchd_host_gpu_detection',
+      '1 per host that detects GPUs, labelled with the detection state (ok, no_gpu, no_driver, error) and whether it can pass whole GPUs to VMs',
+      ['host', 'state', 'passthrough'],
+      async () =>
+        (await gpuFacts())
+          .filter((h) => h.gpu_status !== null)
+          .map((h) => ({
+            labels: {
+              host: h.id,
+              state: h.gpu_status!.state,
+              passthrough: String(h.gpu_status!.passthrough.available),
+            },
+            n: 1,
+          })),
+    );
   }
 
   /** An observer for one host's agent calls (see `AgentClient`). */
@@ -138,3 +169,36 @@ export class OrchdMetrics {
 
 /** Told of every finished agent call: `ok` or the failure kind, and its duration. */
 export type AgentCallObserver = (outcome: string, seconds: number) => void;
+
+type GpuFacts = { id: string; gpu_devices: AgentGpuDevice[] };
+
+/** Device counts per host, model, MIG mode and held (bounded labels: catalog models, three modes). */
+export function gpuRows(hosts: readonly GpuFacts[]): { labels: Record<string, string>; n: number }[] {
+  const counts = new Map<string, { labels: Record<string, string>; n: number }>();
+  for (const h of hosts)
+    for (const d of h.gpu_devices) {
+      const labels = {
+        host: h.id,
+        model: d.model ?? 'other',
+        mig_mode: d.mig_mode,
+        held: String(d.held_by !== null),
+      };
+      const key = JSON.stringify(labels);
+      counts.set(key, { labels, n: (counts.get(key)?.n ?? 0) + 1 });
+    }
+  return [...counts.values()];
+}
+
+/** MIG instances with a compute instance per host, model and profile. */
+export function migRows(hosts: readonly GpuFacts[]): { labels: Record<string, string>; n: number }[] {
+  const counts = new Map<string, { labels: Record<string, string>; n: number }>();
+  for (const h of hosts)
+    for (const d of h.gpu_devices)
+      for (const i of d.mig_instances) {
+        if (i.compute_instances === 0) continue;
+        const labels = { host: h.id, model: d.model ?? 'other', profile: i.profile };
+        const key = JSON.stringify(labels);
+        counts.set(key, { labels, n: (counts.get(key)?.n ?? 0) + 1 });
+      }
+  return [...counts.values()];
+}

@@ -5,6 +5,7 @@ import type { Environment, Host } from '@orch/protocol';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type FakeAgent, registerFakeHost } from './fake-agent.js';
+import { gpuDevice, gpuStatus, migH100 } from './gpu-hosts.js';
 import { OrchdProcess, tempDataDir } from './orchd-process.js';
 import { REPO_ROOT } from './run-cli.js';
 
@@ -111,7 +112,22 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
       .poll(() => page.textContent('[data-chart] .legend'), { timeout: 40_000 })
       .toContain('CPUs 25%');
     await shot('02b-host');
-    agent.info = { ...agent.info, free: { ...agent.info.capacity } };
+    // A host whose agent reports GPUs gets a GPU section: detection, passthrough, one row per GPU.
+    expect(await page.locator('[data-gpu-state]').count()).toBe(0);
+    agent.info = {
+      ...agent.info,
+      gpu_devices: [gpuDevice('0000:18:00.0'), migH100('0000:3b:00.0')],
+      gpu_status: gpuStatus({ passthrough: { available: false, missing: ['KVM (tcg)'] } }),
+    };
+    await expect
+      .poll(() => page.textContent('[data-gpu-state]'), { timeout: 40_000 })
+      .toBe('Detection: ok (driver 550.54.15)');
+    expect(await page.textContent('[data-gpu-passthrough]')).toBe(
+      'detects GPUs but cannot pass them to VMs: missing KVM (tcg)',
+    );
+    expect(await page.locator('[data-gpu]').count()).toBe(2);
+    expect(await page.textContent('[data-gpu]:nth-child(2)')).toContain('on: 7 instance(s) 1g.10gb');
+    agent.info = { ...agent.info, free: { ...agent.info.capacity }, gpu_devices: [], gpu_status: null };
   });
 
   test('a new environment from a definition, with the compile preview; exec echo hi; take a snapshot', async () => {

@@ -137,6 +137,8 @@ export class FakeAgent {
         },
       ],
       gpus: [],
+      gpu_devices: [],
+      gpu_status: null,
       ...info,
     });
     return agent;

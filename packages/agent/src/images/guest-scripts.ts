@@ -13,6 +13,8 @@
 /** Kernel modules the initramfs loads, in this order (modprobe resolves dependencies). */
 export const GUEST_MODULES = [
   'virtio_mmio',
+  // A VM with GPUs passed through is a q35 machine: its virtio devices are on PCI (gpu/).
+  'virtio_pci',
   'virtio_blk',
   'virtio_net',
   'virtio_console',

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { CreateVmRequest } from '@orch/protocol';
 import { sleep } from '@support/server';
 import { AgentError, isDiskFull } from '../errors.js';
+import { withGpuPassthrough } from '../gpu/passthrough-argv.js';
 import type { Layout } from '../images/layout.js';
 import { run } from '../util/run.js';
 import type { Accelerator } from './accel.js';
@@ -68,7 +69,7 @@ export async function bootVm(
   const { layout } = deps;
   const disk = from.saved ? join(vm.dir, 'disk.qcow2') : await prepareDisk(layout, vm, from);
   const incomingSocket = join(vm.dir, 'incoming.sock');
-  const argv = qemuArgv({
+  const microvmArgv = qemuArgv({
     accelerator: deps.accelerator,
     cpus: vm.record.spec.cpus,
     ramMb: vm.record.spec.ram_mb,
@@ -86,6 +87,8 @@ export async function bootVm(
       : {}),
     ...(from.saved ? { incomingSocket } : {}),
   });
+  const gpus = vm.record.gpu_passthrough ?? [];
+  const argv = gpus.length > 0 ? withGpuPassthrough(microvmArgv, gpus) : microvmArgv;
   if (vm.intentionalStop) return;
   spawnQemu(vm, deps.qemu, argv, hooks.onExit);
   vm.record.pid = vm.qemu?.pid ?? null;

@@ -15,6 +15,8 @@ import {
 } from '@orch/protocol';
 import type { Logger } from 'pino';
 import { AgentError } from '../errors.js';
+import type { GpuManager } from '../gpu/gpu-manager.js';
+import { refuseMemorySave } from '../gpu/vm-gpus.js';
 import type { ImageStore } from '../images/image-store.js';
 import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
@@ -50,6 +52,8 @@ export interface VmManagerDeps {
   readonly logger: Logger;
   /** Boot, snapshot and exec series (metrics.ts); absent in unit tests. */
   readonly metrics?: AgentMetrics;
+  /** The GPUs of a GPU host (gpu/); absent on a microvm host, which refuses spec.gpu. */
+  readonly gpus?: GpuManager;
 }
 
 /**
@@ -109,7 +113,7 @@ export class VmManager {
     if (req.spec.image !== undefined) layout.checkImageName(req.spec.image, 'spec.image');
     if (this.vms.has(req.id))
       throw AgentError.conflict(`VM ${JSON.stringify(req.id)} already exists`, { id: req.id });
-    if (req.spec.gpu)
+    if (req.spec.gpu && !this.deps.gpus)
       throw AgentError.invalid('this host has no GPUs (spec.gpu is set)', { field: 'spec.gpu' });
     const badSecret = Object.keys(req.secrets).find((k) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k));
     if (badSecret !== undefined) {
@@ -143,6 +147,7 @@ export class VmManager {
     const manifest = decodeManifestInline(req.manifest_inline);
     const services = await prepareServices(layout, this.deps.images, manifest, req.secrets);
     const live = !!req.restore_snapshot_id && snapshot?.kind === 'live';
+    if (live && req.spec.gpu) refuseMemorySave({ id: req.id, gpu_passthrough: [] }, 'a live restore', true);
     const liveKernel = live ? await this.snapshots.portableHere(snapshot!, kernel) : undefined;
     await requireFreeSpace(layout.root, MIN_FREE_BYTES);
     // A live restore resumes the guest as it was: same CPUs and RAM as when it was taken.
@@ -178,6 +183,13 @@ export class VmManager {
     vm.portsHeld = true;
     const kernelFile = liveKernel ?? kernel.kernel;
     vm.record.kernel = kernelFile;
+    // The last check: whole GPUs bound to vfio-pci for this VM (given back at its halt).
+    if (req.spec.gpu)
+      vm.record.gpu_passthrough = await this.deps.gpus!.reserve(req.id, req.spec.gpu).catch(async (err) => {
+        this.rt.releasePorts(vm);
+        await rm(dir, { recursive: true, force: true });
+        throw err;
+      });
     this.vms.set(req.id, vm);
     await this.rt.save(vm);
     const mode: BootMode = live ? 'live_restore' : fromSnapshot ? 'disk_snapshot' : 'cold';
@@ -205,6 +217,8 @@ export class VmManager {
     await Promise.all(
       [...this.vms.values()].map(async (vm) => {
         await vm.busy.catch(() => undefined);
+        // GPU VMs cannot be suspended (gpu/vm-gpus.ts): they keep running and are re-adopted.
+        if (vm.record.gpu_passthrough?.length && vm.record.state === 'running' && vm.alive) return;
         if (vm.record.state === 'running' && vm.alive) {
           try {
             await this.rt.suspend(vm, true);
@@ -222,6 +236,7 @@ export class VmManager {
   async pause(id: string): Promise<AgentVm> {
     const vm = this.vm(id);
     this.requireState(vm, 'running', 'paused');
+    refuseMemorySave(vm.record, 'a pause');
     await this.rt.suspend(vm, false);
     return vm.view();
   }
@@ -352,6 +367,7 @@ export class VmManager {
       return task;
     }
     const vm = this.running(id);
+    if (req.live) refuseMemorySave(vm.record, 'a live snapshot');
     const diskBytes = (await stat(join(vm.dir, 'disk.qcow2'))).blocks * 512;
     await requireFreeSpace(
       this.deps.layout.root,

@@ -155,6 +155,8 @@ export class VmRuntime {
     vm.timer?.clear();
     await endQemu(vm);
     this.releasePorts(vm);
+    // Its GPUs go back to the host driver once QEMU is gone (stopped, error or deleted).
+    if (vm.record.gpu_passthrough?.length) await this.deps.gpus?.release(vm.record.id);
     vm.moveTo(state);
     vm.record = { ...vm.record, error, pid: null, running_since: null };
     if (this.vms.get(vm.record.id) === vm) await this.save(vm).catch(() => undefined);

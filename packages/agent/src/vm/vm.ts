@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { AGENT_VM_TRANSITIONS, type AgentVm, type AgentVmState, canTransition } from '@orch/protocol';
 import type { LongTimer } from '@support/server';
+import type { PassthroughGpu } from '../gpu/passthrough-argv.js';
 import type { GuestChannel } from './guest-channel.js';
 import type { QemuHandle } from './qemu-process.js';
 import type { Qmp } from './qmp.js';
@@ -21,6 +22,8 @@ export interface VmRecord extends AgentVm {
   kernel?: string;
   /** The image files of its services' disks, in device order (a resume in place needs the same). */
   service_disks?: string[];
+  /** Whole GPUs passed through (their IOMMU groups' PCI functions, bound to vfio-pci): gpu/. */
+  gpu_passthrough?: PassthroughGpu[];
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;

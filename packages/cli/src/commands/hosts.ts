@@ -66,9 +66,48 @@ export async function listHosts(output: OutputMode): Promise<string> {
   return hostRows(hosts);
 }
 
+/**
+ * `orch host get <id>`: the host's row, its health detail, and for a GPU host its detection state,
+ * whether it can pass GPUs to VMs (or what is missing) and one row per GPU.
+ */
 export async function getHost(id: string, output: OutputMode): Promise<string> {
   const hostPath = path(id);
-  return show(await (await client()).call(Host, 'GET', hostPath), output);
+  const host = await (await client()).call(Host, 'GET', hostPath);
+  if (output === 'json') return show(host, output);
+  const out = [hostRows([host]).trimEnd()];
+  if (host.health_detail) out.push(`health detail: ${host.health_detail}`);
+  const s = host.gpu_status;
+  if (s !== null) {
+    out.push(
+      `gpu detection: ${s.state}${s.detail ? ` (${s.detail})` : ''}${s.driver_version ? `, driver ${s.driver_version}` : ''}`,
+      `gpu passthrough: ${s.passthrough.available ? 'yes (VFIO)' : `no: missing ${s.passthrough.missing.join('; ')}`}`,
+    );
+    if (host.gpu_devices.length > 0)
+      out.push(
+        table(
+          ['GPU', 'MODEL', 'NAME', 'MEMORY MB', 'PCI', 'DRIVER', 'IOMMU', 'MIG', 'HELD BY'],
+          host.gpu_devices.map((d) => [
+            String(d.index),
+            d.model ?? '-',
+            d.name,
+            String(d.memory_mb),
+            d.pci_address,
+            d.driver ?? '-',
+            d.iommu_group === null ? '-' : String(d.iommu_group),
+            d.mig_mode === 'enabled' ? migSummary(d.mig_instances) : d.mig_mode,
+            d.held_by ?? '-',
+          ]),
+        ).trimEnd(),
+      );
+  }
+  return `${out.join('\n')}\n`;
+}
+
+/** `7x 1g.10gb` for the MIG instances of one GPU. */
+function migSummary(instances: readonly { profile: string }[]): string {
+  const counts = new Map<string, number>();
+  for (const i of instances) counts.set(i.profile, (counts.get(i.profile) ?? 0) + 1);
+  return counts.size === 0 ? 'on, no instance' : [...counts].map(([p, n]) => `${n}x ${p}`).join(' ');
 }
 
 /** `orch host images <id>`: the images the host boots, with size, digest and source. */

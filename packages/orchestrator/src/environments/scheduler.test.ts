@@ -1,5 +1,6 @@
 import { type Host, manifestServices } from '@orch/protocol';
 import { describe, expect, test } from 'vitest';
+import { gpuDevice, gpuStatus } from '../../test/gpu-hosts.js';
 import type { HostUsage } from '../store/environments-repo.js';
 import { place } from './scheduler.js';
 
@@ -20,6 +21,8 @@ function host(id: string, over: Partial<Host> = {}): Host {
     images: ['debian-12'],
     image_details: [],
     gpus: [],
+    gpu_devices: [],
+    gpu_status: null,
     labels: {},
     last_seen_at: null,
     created_at: '2026-01-01T00:00:00.000Z',
@@ -96,22 +99,25 @@ describe('placement', () => {
     });
   });
 
-  test('GPU model, count and MIG profile', () => {
+  test('GPU requests go through gpu-fit: fits, never fits (what is missing), not now (held)', () => {
     const gpuHost = host('g', {
       kind: 'gpu',
-      gpus: [{ model: 'h100', count: 2, free: 2, mig_profiles: ['3g.40gb'] }],
+      gpu_devices: [gpuDevice('0000:18:00.0'), gpuDevice('0000:19:00.0')],
+      gpu_status: gpuStatus(),
     });
     const gpu = (g: { model: string; count: number; mig?: string }) => ({ spec: { ...spec, gpu: g } });
     expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 2 })).ok).toBe(true);
-    expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 1, mig: '3g.40gb' })).ok).toBe(true);
-    expect(place([gpuHost], used([]), gpu({ model: 'h100', count: 1, mig: '7g.80gb' }))).toMatchObject({
+    expect(place([gpuHost], used([]), gpu({ model: 'h200', count: 1 }))).toEqual({
+      ok: false,
       code: 'invalid_argument',
+      reason: 'never_fits',
+      message: 'no registered gpu host could ever run this: g: no h200 GPU (it has 2x h100)',
     });
-    expect(
-      place([gpuHost], used([['g', { gpus: { h100: 2 } }]]), gpu({ model: 'h100', count: 1 })),
-    ).toMatchObject({
+    expect(place([gpuHost], used([['g', { gpus: { h100: 2 } }]]), gpu({ model: 'h100', count: 1 }))).toEqual({
+      ok: false,
       code: 'unavailable',
-      message: expect.stringContaining('0 of 1 h100 GPUs free'),
+      reason: 'no_capacity',
+      message: 'no host can take this environment now: g: 0 of 1 h100 GPUs free',
     });
   });
 

@@ -1,6 +1,7 @@
 import type { Host, ManifestService, VmSpec } from '@orch/protocol';
 import type { PlacementFailure } from '../metrics.js';
 import type { HostUsage } from '../store/environments-repo.js';
+import { gpuNeverFits, gpuNotNow } from './gpu-fit.js';
 
 /** Where an environment must or may go. */
 export interface PlacementRequest {
@@ -25,7 +26,7 @@ const EMPTY: HostUsage = { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
 
 /**
  * Picks a host for an environment. A host qualifies when it has the right kind (a GPU request needs
- * a gpu host), the image, the GPU model and MIG profile, and enough total capacity ("could ever
+ * a gpu host), the image, the GPUs (`gpu-fit.ts`: model, MIG profile, passthrough), and enough total capacity ("could ever
  * fit"); it is eligible when it is also active (not cordoned), healthy, and has the cpus, RAM, disk
  * and GPUs free after what its active environments reserve ("fits now"). Among eligible hosts the
  * one left with the largest free share of its scarcest resource wins (spreads load); ties go to
@@ -119,11 +120,8 @@ function couldNeverFit(h: Host, spec: VmSpec, services: readonly ManifestService
   if (h.capacity.disk_gb < spec.storage_gb)
     lacks.push(`${spec.storage_gb} GiB of disk (largest host has less)`);
   if (spec.gpu) {
-    const gpu = h.gpus.find((g) => g.model === spec.gpu!.model);
-    if (!gpu) lacks.push(`GPU model ${spec.gpu.model}`);
-    else if (gpu.count < spec.gpu.count) lacks.push(`${spec.gpu.count} ${spec.gpu.model} GPUs on one host`);
-    else if (spec.gpu.mig !== undefined && !gpu.mig_profiles.includes(spec.gpu.mig))
-      lacks.push(`MIG profile ${spec.gpu.mig} on ${spec.gpu.model}`);
+    const why = gpuNeverFits(h, spec.gpu);
+    if (why) lacks.push(`${h.id}: ${why}`);
   }
   return lacks;
 }
@@ -140,10 +138,6 @@ function notNow(h: Host, u: HostUsage, spec: VmSpec): string | undefined {
   if (free.cpus < spec.cpus) return `${free.cpus} of ${spec.cpus} cpus free`;
   if (free.ram_mb < spec.ram_mb) return `${free.ram_mb} of ${spec.ram_mb} MiB RAM free`;
   if (free.disk_gb < spec.storage_gb) return `${free.disk_gb} of ${spec.storage_gb} GiB disk free`;
-  if (spec.gpu) {
-    const gpu = h.gpus.find((g) => g.model === spec.gpu!.model)!;
-    const freeGpus = gpu.count - (u.gpus[gpu.model] ?? 0);
-    if (freeGpus < spec.gpu.count) return `${freeGpus} of ${spec.gpu.count} ${gpu.model} GPUs free`;
-  }
+  if (spec.gpu) return gpuNotNow(h, u.gpus, spec.gpu);
   return undefined;
 }

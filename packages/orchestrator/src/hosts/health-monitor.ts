@@ -1,3 +1,4 @@
+import { gpuHealthDetail } from '@orch/protocol';
 import { type Logger, Periodic, type Service } from '@support/server';
 import type { HostsRepo } from '../store/hosts-repo.js';
 import { AgentCallError, fetchAgentInfo } from './agent-client.js';
@@ -34,7 +35,8 @@ export class HealthMonitor implements Service {
       all.map(async (h) => {
         try {
           const info = await fetchAgentInfo(h.host.agent_url, this.hosts.tokenFor(h));
-          await this.repo.recordHealth(h.host.id, 'healthy', null, info);
+          // A GPU host whose driver is missing or whose nvidia-smi fails is reachable, and says so.
+          await this.repo.recordHealth(h.host.id, 'healthy', gpuHealthDetail(info.gpu_status), info);
         } catch (err) {
           // Only agent failures are a host's health; a store error is the round's (logged, retried).
           if (!(err instanceof AgentCallError)) throw err;

@@ -3,6 +3,7 @@ import {
   ENVIRONMENT_TRANSITIONS,
   type Environment,
   type EnvironmentState,
+  gpuKey,
   type ServiceStatus,
 } from '@orch/protocol';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
@@ -26,7 +27,7 @@ export interface HostUsage {
   cpus: number;
   ram_mb: number;
   disk_gb: number;
-  /** GPUs in use by model (a MIG slice counts as one device of its model). */
+  /** GPUs held, per `gpuKey` of `@orch/protocol` (`h100`, or `h100/1g.10gb` for MIG instances). */
   gpus: Record<string, number>;
 }
 
@@ -64,8 +65,8 @@ export class EnvironmentsRepo {
   }
 
   /**
-   * Capacity reserved by active environments, per host: a `paused` one reserves its disk only
-   * (its CPUs, RAM and GPUs are free until it resumes).
+   * Capacity reserved by active environments, per host: a `paused` one reserves its disk and GPUs
+   * (its CPUs and RAM are free until it resumes).
    */
   async usage(trx: Kysely<Database> = this.db): Promise<Map<string, HostUsage>> {
     const rows = await trx
@@ -77,11 +78,12 @@ export class EnvironmentsRepo {
     for (const { host_id, spec, state } of rows) {
       const u = usage.get(host_id) ?? { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
       u.disk_gb += spec.storage_gb;
+      // GPUs are held in every active state, paused included (gpu-fit.ts; a GPU VM cannot pause anyway).
+      if (spec.gpu) u.gpus[gpuKey(spec.gpu)] = (u.gpus[gpuKey(spec.gpu)] ?? 0) + spec.gpu.count;
       usage.set(host_id, u);
       if (!CPU_STATES.includes(state as EnvironmentState)) continue;
       u.cpus += spec.cpus;
       u.ram_mb += spec.ram_mb;
-      if (spec.gpu) u.gpus[spec.gpu.model] = (u.gpus[spec.gpu.model] ?? 0) + spec.gpu.count;
       usage.set(host_id, u);
     }
     return usage;

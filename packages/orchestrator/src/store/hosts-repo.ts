@@ -1,4 +1,10 @@
-import type { AgentInfo, Host, HostCapacityHistory, HostKind } from '@orch/protocol';
+import {
+  type AgentInfo,
+  gpuHealthDetail,
+  type Host,
+  type HostCapacityHistory,
+  type HostKind,
+} from '@orch/protocol';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, HostsTable } from './schema.js';
 
@@ -31,12 +37,14 @@ export class HostsRepo {
       version: r.info.version,
       accelerator: r.info.accelerator,
       health: 'healthy',
-      health_detail: null,
+      health_detail: gpuHealthDetail(r.info.gpu_status),
       capacity: JSON.stringify(r.info.capacity),
       free: JSON.stringify(r.info.free),
       images: JSON.stringify(r.info.images),
       image_details: JSON.stringify(r.info.image_details),
       gpus: JSON.stringify(r.info.gpus),
+      gpu_devices: JSON.stringify(r.info.gpu_devices),
+      gpu_status: r.info.gpu_status === null ? null : JSON.stringify(r.info.gpu_status),
       last_seen_at: now,
       updated_at: now,
     };
@@ -104,6 +112,8 @@ export class HostsRepo {
               images: JSON.stringify(info.images),
               image_details: JSON.stringify(info.image_details),
               gpus: JSON.stringify(info.gpus),
+              gpu_devices: JSON.stringify(info.gpu_devices),
+              gpu_status: info.gpu_status === null ? null : JSON.stringify(info.gpu_status),
               last_seen_at: now,
             }
           : {}),
@@ -191,6 +201,8 @@ function toHost(row: Selectable<HostsTable>): Host {
     images: row.images,
     image_details: row.image_details,
     gpus: row.gpus,
+    gpu_devices: row.gpu_devices,
+    gpu_status: row.gpu_status,
     labels: row.labels,
     last_seen_at: row.last_seen_at ? row.last_seen_at.toISOString() : null,
     created_at: row.created_at.toISOString(),

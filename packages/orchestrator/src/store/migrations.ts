@@ -306,6 +306,17 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // GPU hosts: each GPU as the agent detected it, and the host's detection and passthrough state
+  // (GET /v1/hosts/{id}, the dashboard's host page, /metrics; placement reads them).
+  '0010_host_gpu_facts': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('hosts')
+        .addColumn('gpu_devices', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .addColumn('gpu_status', 'jsonb')
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

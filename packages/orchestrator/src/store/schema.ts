@@ -1,4 +1,11 @@
-import type { AgentImage, BuildStep, ServiceStatus, VmSpec } from '@orch/protocol';
+import type {
+  AgentGpuDevice,
+  AgentGpuStatus,
+  AgentImage,
+  BuildStep,
+  ServiceStatus,
+  VmSpec,
+} from '@orch/protocol';
 import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -23,6 +30,10 @@ export interface HostsTable {
   images: Json<string[]>;
   image_details: Json<AgentImage[]>;
   gpus: Json<{ model: string; count: number; free: number; mig_profiles: string[] }[]>;
+  /** Each GPU as detected (migration 0010). */
+  gpu_devices: ColumnType<AgentGpuDevice[], string | undefined, string>;
+  /** GPU detection and passthrough state; null for agents that report none. */
+  gpu_status: ColumnType<AgentGpuStatus | null, string | null | undefined, string | null>;
   labels: Json<Record<string, string>>;
   last_seen_at: Timestamp | null;
   created_at: GeneratedTimestamp;

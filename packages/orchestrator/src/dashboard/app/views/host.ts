@@ -1,10 +1,11 @@
-// The page of one host (#/hosts/<id>): its record, images, and capacity over the last hour drawn
+// The page of one host (#/hosts/<id>): its record, GPUs, images, and capacity over the last hour drawn
 // from what its agent reported at each health check (GET /v1/hosts/{id}/capacity).
 import type { Host, HostCapacityHistory, Resources } from '@orch/protocol';
 import { api } from '../api.js';
 import { bar, h, mount } from '../dom.js';
 import { onLeave } from '../page.js';
 import { section, stateCell, table } from '../widgets.js';
+import { gpuSection } from './host-gpus.js';
 
 /** How often the open page reads the capacity history again (health checks add a point every 15 s). */
 const REFRESH_MS = 15_000;
@@ -54,6 +55,7 @@ export async function hostView(main: HTMLElement, id: string): Promise<void> {
       bar(used('disk_gb'), host.capacity.disk_gb, 'GiB'),
     ),
   );
+  mount(section(main, 'gpus'), ...gpuSection(host));
   mount(section(main, 'capacity'), h('h3', {}, 'Capacity used, last hour'), chart(history));
   mount(
     section(main, 'images'),
