@@ -34,7 +34,14 @@ const CASES = [
   { hosts: 4, creates: 1000 },
   { hosts: 50, creates: 1000 },
 ];
-const DESIGNS = ['lock-per-create', 'queue+lock', 'queue+lock batch', 'queue+host lock', 'queue+host lock batch', 'queue+locked hosts batch'];
+const DESIGNS = [
+  'lock-per-create',
+  'queue+lock',
+  'queue+lock batch',
+  'queue+host lock',
+  'queue+host lock batch',
+  'queue+locked hosts batch',
+];
 
 const server = await TestPostgres.start({ fsync: 'on', max_connections: '200' });
 try {
@@ -60,16 +67,24 @@ try {
   console.log(
     `placement on the store alone: ${REPLICAS} replicas (pools of 10), hosts of 4 CPUs, creates of 1 CPU fired at once`,
   );
-  console.log('| hosts | creates | design | decisions/s | placed / fit | store errors | overbooked | vs lock-per-create |');
-  console.log('| ----: | ------: | ------ | ----------: | -----------: | -----------: | ---------: | -----------------: |');
+  console.log(
+    '| hosts | creates | design | decisions/s | placed / fit | store errors | overbooked | vs lock-per-create |',
+  );
+  console.log(
+    '| ----: | ------: | ------ | ----------: | -----------: | -----------: | ---------: | -----------------: |',
+  );
   for (const c of CASES) {
     let baseline;
     for (const design of DESIGNS) {
       await admin.query('DROP TRIGGER IF EXISTS hold ON environments; TRUNCATE environments, hosts');
       if (design.startsWith('queue+host lock'))
-        await admin.query('CREATE TRIGGER hold BEFORE INSERT ON environments FOR EACH ROW EXECUTE FUNCTION hold_capacity()');
-      await admin.query(`INSERT INTO hosts SELECT 'h' || lpad(i::text, 3, '0'), 4 FROM generate_series(1, ${c.hosts}) i`);
-      const r = await burst(url, design, c.hosts, c.creates);
+        await admin.query(
+          'CREATE TRIGGER hold BEFORE INSERT ON environments FOR EACH ROW EXECUTE FUNCTION hold_capacity()',
+        );
+      await admin.query(
+        `INSERT INTO hosts SELECT 'h' || lpad(i::text, 3, '0'), 4 FROM generate_series(1, ${c.hosts}) i`,
+      );
+      const r = await burst(url, design, c.creates);
       const over = (
         await admin.query(
           `SELECT count(*)::int AS n FROM (SELECT h.id FROM hosts h JOIN environments e ON e.host_id = h.id GROUP BY h.id, h.cpus HAVING sum(e.cpus) > h.cpus) x`,
@@ -88,7 +103,7 @@ try {
 }
 
 /** Fires `creates` at once over the replicas; resolves when every one is answered. */
-async function burst(url, design, hostCount, creates) {
+async function burst(url, design, creates) {
   const pools = Array.from(
     { length: REPLICAS },
     () => new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000 }),
@@ -200,7 +215,7 @@ function replica(pool, design) {
               client,
               batch.map((p) => p.id),
             );
-            batch.forEach((p, i) => p.resolve(out[i]));
+            for (const [i, p] of batch.entries()) p.resolve(out[i]);
           } finally {
             client.release();
           }

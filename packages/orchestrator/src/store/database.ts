@@ -37,8 +37,10 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
   }
   const pool = new pg.Pool({
     ...poolConfig,
-    max: 10,
-    connectionTimeoutMillis: 3000,
+    max: config.dbPoolSize,
+    // Waiting for a pooled connection and opening one (SCRAM, slow on a busy machine) share this
+    // bound; the same 10 s as a query's, so only a server that answers nothing is an outage.
+    connectionTimeoutMillis: 10_000,
     // A server that stops answering (frozen, partitioned) must not hang requests: fail as unavailable.
     query_timeout: 10_000,
     idleTimeoutMillis: 30_000,
