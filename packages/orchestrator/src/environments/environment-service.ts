@@ -33,6 +33,7 @@ import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
 import { type CreateKey, requestFingerprint } from './create-key.js';
+import { FailedCreates } from './failed-creates.js';
 import type { Placer } from './placer.js';
 import { type Placement, type PlacementRequest, place } from './scheduler.js';
 import type { TravelService } from './travel-service.js';
@@ -58,6 +59,7 @@ export interface EnvironmentTimeouts {
 export class EnvironmentService {
   private readonly watchers = new Set<Promise<void>>();
   private stopping = false;
+  private readonly failed: FailedCreates;
 
   constructor(
     private readonly repo: EnvironmentsRepo,
@@ -69,7 +71,9 @@ export class EnvironmentService {
     private readonly timeouts: EnvironmentTimeouts,
     private readonly logger: Logger,
     private readonly metrics?: OrchdMetrics,
-  ) {}
+  ) {
+    this.failed = new FailedCreates(repo, keys, agents, timeouts.createMs, logger);
+  }
 
   /**
    * Creates an environment. `restore` restores a snapshot (a new VM on the snapshot's host, with the
@@ -88,7 +92,7 @@ export class EnvironmentService {
    * request is `409 conflict`. Steps: placement in this orchd's queue ({@link Placer}: the record
    * is written in `creating` with its capacity, the key claimed in the same transaction), then the
    * agent's create. If the agent fails or times out, the create answers that error and leaves
-   * nothing behind ({@link abandon}); once the agent has answered with the VM, the create succeeds
+   * nothing behind ({@link FailedCreates}); once the agent has answered with the VM, the create succeeds
    * (recording what the agent said is retried by the watcher, never turned into an error).
    */
   async createKeyed(
@@ -169,7 +173,7 @@ export class EnvironmentService {
     } catch (err) {
       const apiError = toOrchError(err);
       this.logger.warn({ env: row.id, err: apiError.message }, 'environment creation failed');
-      await this.abandon(row, apiError.message, key);
+      await this.failed.undo(row, apiError.message, key);
       throw apiError;
     }
     this.metrics?.environmentsCreated.inc({
@@ -206,57 +210,6 @@ export class EnvironmentService {
 
   private keyCutoff(): Date {
     return new Date(Date.now() - this.timeouts.idempotencyRetentionMs);
-  }
-
-  /**
-   * Undoes a create that is answering an error after its record was written: the environment is
-   * `error` (its capacity released; from `running` too, should a watcher or reconciler have seen
-   * its VM come up meanwhile, so nothing resurrects it), its idempotency key is given up (a retry
-   * creates afresh), and its VM, if the agent made one before failing or timing out, is deleted.
-   * Tried once before the error is answered; what failed (store or agent unreachable) is retried
-   * in the background until done, for at most the create timeout (after that the reconciler deletes
-   * a VM whose environment is `error`).
-   */
-  private async abandon(row: EnvironmentRow, message: string, key: CreateKey | undefined): Promise<void> {
-    const todo = { marked: false, released: key === undefined, deleted: false };
-    const attempt = async () => {
-      if (!todo.marked) {
-        await this.repo.transition(row.id, ['creating', 'running'], 'error', { last_error: message });
-        todo.marked = true;
-      }
-      if (!todo.released && key) {
-        await this.keys.release(key.scope, key.key, row.id);
-        todo.released = true;
-      }
-      if (!todo.deleted) {
-        await (await this.agents.forHost(row.host_id)).deleteIfPresent(AGENT_VM_PATHS.vm(row.id));
-        todo.deleted = true;
-      }
-    };
-    try {
-      await attempt();
-      return;
-    } catch (err) {
-      this.logger.warn(
-        { env: row.id, err: (err as Error).message, ...todo },
-        'undoing a failed create: retrying',
-      );
-    }
-    const deadline = Date.now() + this.timeouts.createMs;
-    const w = (async () => {
-      for (let wait = 500; !this.stopping && Date.now() < deadline; wait = Math.min(wait * 2, 10_000)) {
-        await sleep(wait);
-        try {
-          await attempt();
-          this.logger.info({ env: row.id }, 'failed create undone');
-          return;
-        } catch (err) {
-          this.logger.debug({ env: row.id, err: (err as Error).message, ...todo }, 'undoing a failed create');
-        }
-      }
-    })();
-    this.watchers.add(w);
-    void w.finally(() => this.watchers.delete(w));
   }
 
   /** Cross-host restores and seeds (set by the server). */
@@ -435,6 +388,7 @@ export class EnvironmentService {
   async stop(): Promise<void> {
     this.stopping = true;
     this.placer.stop();
+    await this.failed.stop();
     await Promise.all(this.watchers);
   }
 }
