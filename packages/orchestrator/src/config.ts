@@ -213,7 +213,7 @@ export const OPTIONS = declareOptions({
   },
   idempotencyRetentionHours: {
     env: 'ORCH_IDEMPOTENCY_RETENTION_HOURS',
-    flag: '--idempotency-retention-hours <h>',
+    flag: '--idempotency-hours <h>',
     schema: z.coerce
       .number()
       .int()

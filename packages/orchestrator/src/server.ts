@@ -132,9 +132,9 @@ export class Orchestrator implements Service, Startable {
     const keys = new IdempotencyRepo(this.store.db);
     // Creates wait for placement in this queue, holding no database connection (README, "Placement").
     const placer = new Placer(
-      envRepo,
-      hostsRepo,
-      keys,
+      new EnvironmentsRepo(this.store.placementDb),
+      new HostsRepo(this.store.placementDb),
+      new IdempotencyRepo(this.store.placementDb),
       {
         queueMax: config.placementQueueMax,
         batchMax: config.placementBatchMax,

@@ -187,8 +187,9 @@ export class EnvironmentService {
         'recording the new VM failed; the watcher retries',
       ),
     );
-    this.watch(row.id);
     const now = await this.repo.get(row.id).catch(() => undefined);
+    // Follow it until it runs (unless it already does).
+    if (now?.state !== 'running') this.watch(row.id);
     return { environment: toEnvironment(now ?? row), replayed: false };
   }
 
