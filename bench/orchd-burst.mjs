@@ -112,7 +112,12 @@ async function burst(databaseUrl, { replicas, hosts, creates }, bin) {
       await fetch(`${orchds[0].url}/v1/environments/${e.id}`, { method: 'DELETE', headers }).then((r) =>
         r.text(),
       );
-    while (fleet.some((h) => h.vms.size > 0)) await new Promise((r) => setTimeout(r, 100));
+    // Until every warm-up environment is stopped (a stop whose record lagged holds its capacity).
+    const held = async () =>
+      (await (await fetch(`${orchds[0].url}/v1/environments`, { headers })).json()).environments.some(
+        (e) => !['stopped', 'error'].includes(e.state),
+      );
+    while (fleet.some((h) => h.vms.size > 0) || (await held())) await new Promise((r) => setTimeout(r, 200));
     const warmIds = new Set(warm.environments.map((e) => e.id));
     const latencies = [];
     const outcomes = { placed: 0, noCapacity: 0, storeErrors: 0, other: 0 };
