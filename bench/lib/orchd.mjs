@@ -5,10 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-/** Returns `{ url, stop }` once orchd prints that it listens. */
-export async function startOrchd(env = {}) {
+/**
+ * Returns `{ url, stop }` once orchd prints that it listens. `bin` runs another build's orchd (for
+ * example main's, for a before/after run).
+ */
+export async function startOrchd(env = {}, bin = 'packages/orchestrator/bin/orchd.js') {
   const dataDir = mkdtempSync(join(tmpdir(), 'orchd-bench-'));
-  const proc = spawn(process.execPath, ['packages/orchestrator/bin/orchd.js'], {
+  const proc = spawn(process.execPath, [bin], {
     env: { PATH: process.env.PATH, ORCH_PORT: '0', ORCH_DATA_DIR: dataDir, ORCH_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -98,7 +98,8 @@ export class OrchClient {
 
   /**
    * One request, its answer read in full within the time limit and checked with `schema` (the
-   * `@orch/protocol` schema of the route's answer; {@link NoContent} for a 204).
+   * `@orch/protocol` schema of the route's answer; {@link NoContent} for a 204); `headers` are sent
+   * besides the credentials (an `Idempotency-Key`).
    *
    * @example
    * const { hosts } = await api.call(HostList, 'GET', '/v1/hosts');
@@ -108,9 +109,10 @@ export class OrchClient {
     method: string,
     path: string,
     body?: unknown,
+    headers: Record<string, string> = {},
   ): Promise<z.output<S>> {
     const signal = AbortSignal.timeout(this.#timeoutMs);
-    const res = await this.send(method, path, { body, signal });
+    const res = await this.send(method, path, { body, signal, headers });
     const text = new TextDecoder().decode(await this.readAll(res));
     if (!res.ok) throw apiErrorFromResponse(res.status, text);
     let json: unknown;

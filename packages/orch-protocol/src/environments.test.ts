@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { CreateEnvironmentRequest, ExecRequest, VmSpec } from './index.js';
+import { CreateEnvironmentRequest, ExecRequest, IdempotencyKey, VmSpec } from './index.js';
 
 const valid = {
   task_id: 't',
@@ -123,5 +123,14 @@ describe('spec.image (imageNameProblem, the rule orch compile applies too)', () 
       expect(issues(CreateEnvironmentRequest, { ...valid, spec: { ...valid.spec, image } })).toEqual([
         `spec.image: ${rule}`,
       ]);
+  });
+});
+
+describe('IdempotencyKey', () => {
+  test('a UUID, a ULID and a job id pass; empty, spaces, control and non-ASCII characters and 256 characters do not', () => {
+    for (const ok of ['3f2b8c4e-1d2a-4b7e-9c1f-2a3b4c5d6e7f', '01HZY3K8Q9', 'ci/job:42#1', 'x'.repeat(255)])
+      expect(IdempotencyKey.safeParse(ok).success).toBe(true);
+    for (const bad of ['', 'a b', 'a\tb', 'é', 'x'.repeat(256), 'a\nb'])
+      expect(IdempotencyKey.safeParse(bad).success).toBe(false);
   });
 });

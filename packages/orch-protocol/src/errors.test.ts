@@ -74,6 +74,17 @@ describe('OrchError and errorFromBody', () => {
     expect(OrchError.rateLimited('too many', 0).headers['Retry-After']).toBe('1');
   });
 
+  test('busy: 503 unavailable with its reason, whole seconds (at least 1) and Retry-After', () => {
+    const e = OrchError.busy('queue full', 'placement_queue_full', 1.5, { queued: 3 });
+    expect(e).toMatchObject({ code: 'unavailable', status: 503, headers: { 'Retry-After': '2' } });
+    expect(e.toBody().error.details).toEqual({
+      reason: 'placement_queue_full',
+      retry_after_seconds: 2,
+      queued: 3,
+    });
+    expect(OrchError.busy('x', 'y', 0).headers['Retry-After']).toBe('1');
+  });
+
   test('issue details are capped: the first 20 and a count, however many issues there are', () => {
     const issues = Array.from({ length: 100_000 }, (_, i) => ({
       path: ['required_secrets', i],

@@ -125,6 +125,28 @@ export class OrchError extends Error {
     );
   }
 
+  /**
+   * Not now, come back after `retryAfterSeconds` (a full placement queue, a contended host): `503
+   * unavailable` with `details.reason`, `details.retry_after_seconds` (whole seconds, at least 1)
+   * and a `Retry-After` header. Unlike {@link rateLimited}, nothing the caller did is refused: the
+   * server is busy, and the same request later is expected to succeed.
+   *
+   * @example
+   * throw OrchError.busy('the placement queue is full (1024 creates waiting)', 'placement_queue_full', 2);
+   * // 503 { code: 'unavailable', details: { reason: 'placement_queue_full', retry_after_seconds: 2 } }, Retry-After: 2
+   */
+  static busy(
+    message: string,
+    reason: string,
+    retryAfterSeconds: number,
+    details: ErrorDetails = {},
+  ): OrchError {
+    const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+    return new OrchError('unavailable', message, { reason, retry_after_seconds: seconds, ...details }, 503, {
+      'Retry-After': String(seconds),
+    });
+  }
+
   /** A host tool (QEMU) is not installed: `unavailable` with `details.reason = "missing_tool"`. */
   static missingTool(tool: string, hint: string): OrchError {
     return new OrchError('unavailable', `${tool} is not installed on this host: ${hint}`, {

@@ -96,6 +96,12 @@ export {
   HostList,
   RegisterHostRequest,
 } from './hosts.js';
+export {
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENT_REPLAYED_HEADER,
+  IdempotencyKey,
+  MAX_IDEMPOTENCY_KEY,
+} from './idempotency.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME } from './ids.js';
 export { parseJsonBody, protoKeyPath, protoKeyProblem } from './json-body.js';
 export {

@@ -191,6 +191,38 @@ export const OPTIONS = declareOptions({
     schema: secondsSchema(300, { min: 5, max: 24 * 3600 }),
     description: 'seconds a VM may take to start before its environment is error',
   },
+  dbPoolSize: {
+    env: 'ORCH_DB_POOL_SIZE',
+    flag: '--db-pool-size <n>',
+    schema: z.coerce.number().int().min(2).max(1000).default(10),
+    description:
+      'PostgreSQL connections this orchd holds at most (creates waiting for placement hold none; see README "Placement")',
+  },
+  placementQueueMax: {
+    env: 'ORCH_PLACEMENT_QUEUE_MAX',
+    flag: '--placement-queue-max <n>',
+    schema: z.coerce.number().int().min(1).max(1_000_000).default(1024),
+    description:
+      'creates that may wait for placement on this orchd; one more is 503 unavailable with retry_after_seconds',
+  },
+  placementBatchMax: {
+    env: 'ORCH_PLACEMENT_BATCH_MAX',
+    flag: '--placement-batch-max <n>',
+    schema: z.coerce.number().int().min(1).max(10_000).default(128),
+    description: 'waiting creates placed together in one store transaction',
+  },
+  idempotencyRetentionHours: {
+    env: 'ORCH_IDEMPOTENCY_RETENTION_HOURS',
+    flag: '--idempotency-hours <h>',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 365)
+      .default(24),
+    description:
+      'hours an Idempotency-Key of a create is remembered (a retry with it within them gets the same environment)',
+  },
   logLevel: logLevelOption('ORCH_LOG_LEVEL'),
 });
 

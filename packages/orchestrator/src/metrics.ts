@@ -7,6 +7,9 @@ import type { Database } from './store/schema.js';
 /** Why a placement failed (bounded: never a host id or a message). */
 export type PlacementFailure = 'no_host_registered' | 'never_fits' | 'no_capacity';
 
+/** Every `outcome` of `orchd_placements_total`: placed, a refusal, a full queue, or contention that outlasted the retries. */
+export type PlacementOutcomeLabel = 'placed' | PlacementFailure | 'queue_full' | 'contended';
+
 /** Buckets (seconds) of agent calls and snapshot operations: 5 ms to 10 min. */
 const SLOW_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 

@@ -44,6 +44,7 @@ import { ExportService } from './environments/export-service.js';
 import { LogService } from './environments/log-service.js';
 import { MoveService } from './environments/move-service.js';
 import { PauseService } from './environments/pause-service.js';
+import { Placer } from './environments/placer.js';
 import { Reconciler } from './environments/reconciler.js';
 import { SnapshotService } from './environments/snapshot-service.js';
 import { TravelService } from './environments/travel-service.js';
@@ -56,6 +57,7 @@ import { BuildsRepo } from './store/builds-repo.js';
 import { openStore, type Store } from './store/database.js';
 import { EnvironmentsRepo } from './store/environments-repo.js';
 import { HostsRepo } from './store/hosts-repo.js';
+import { IdempotencyRepo } from './store/idempotency-repo.js';
 import { MovesRepo } from './store/moves-repo.js';
 import { RevokedSessionsRepo } from './store/revoked-sessions-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
@@ -126,17 +128,34 @@ export class Orchestrator implements Service, Startable {
     const metrics = new OrchdMetrics();
     metrics.watchStore(this.store.db, logger);
     const agents = new Agents(hostsRepo, hosts, config.agentTimeoutSec * 1000, metrics);
+    const idempotencyRetentionMs = config.idempotencyRetentionHours * 3_600_000;
+    const keys = new IdempotencyRepo(this.store.db);
+    // Creates wait for placement in this queue, holding no database connection (README, "Placement").
+    const placer = new Placer(
+      new EnvironmentsRepo(this.store.placementDb),
+      new HostsRepo(this.store.placementDb),
+      new IdempotencyRepo(this.store.placementDb),
+      {
+        queueMax: config.placementQueueMax,
+        batchMax: config.placementBatchMax,
+        idempotencyRetentionMs,
+      },
+      logger,
+      metrics,
+    );
     const envs = new EnvironmentService(
       envRepo,
       hosts,
       agents,
       box,
-      { createMs: config.createTimeoutSec * 1000, pollMs: 250 },
+      placer,
+      keys,
+      { createMs: config.createTimeoutSec * 1000, pollMs: 250, idempotencyRetentionMs },
       logger,
       metrics,
     );
     this.envs = envs;
-    const pauses = new PauseService(envRepo, hosts, envs, logger);
+    const pauses = new PauseService(envRepo, envs, logger);
     const snapshotsRepo = new SnapshotsRepo(this.store.db);
     const snapshots = new SnapshotService(snapshotsRepo, envs, logger, metrics);
     // Snapshots travel (issue 17): cross-host restores and seeds, exports, host drain.
@@ -203,6 +222,7 @@ export class Orchestrator implements Service, Startable {
       logger,
       metrics,
       { moves, exports: exportsService },
+      { repo: keys, retentionMs: idempotencyRetentionMs },
     );
     this.loops = runServices(this.loopsLife.signal, [monitor, reconciler, events, builds, guard]);
 

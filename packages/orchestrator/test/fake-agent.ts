@@ -65,6 +65,10 @@ export class FakeAgent {
   redirectTo: string | undefined;
   /** When true, `POST /v1/vms` never answers (an agent that hangs mid-create). */
   hangCreate = false;
+  /** When true, `POST /v1/vms` creates the VM and then never answers (the caller times out). */
+  hangAfterCreate = false;
+  /** When true, `POST /v1/vms` answers the VM already `running` (an agent that boots at once). */
+  createAnswersRunning = false;
   /** When set, `POST /v1/vms` is answered with this status and error envelope. */
   createFailure: { status: number; body: unknown } | undefined;
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
@@ -202,7 +206,7 @@ export class FakeAgent {
         restored_from: create.restore_snapshot_id ?? null,
       };
       this.vms.set(vm.id, vm);
-      setTimeout(() => {
+      const booted = setTimeout(() => {
         const now = Date.now();
         Object.assign(vm, {
           state: 'running',
@@ -210,6 +214,17 @@ export class FakeAgent {
           expires_at: new Date(now + vm.spec.max_runtime_seconds * 1000).toISOString(),
         });
       }, this.bootMs);
+      booted.unref();
+      if (this.createAnswersRunning) {
+        clearTimeout(booted);
+        const now = Date.now();
+        Object.assign(vm, {
+          state: 'running',
+          started_at: new Date(now).toISOString(),
+          expires_at: new Date(now + vm.spec.max_runtime_seconds * 1000).toISOString(),
+        });
+      }
+      if (this.hangAfterCreate) return; // created, never answers
       return send(202, vm);
     }
     const vm = parts[1] === 'vms' ? this.vms.get(decodeURIComponent(parts[2] ?? '')) : undefined;

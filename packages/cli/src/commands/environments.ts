@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { Environment, EnvironmentList, ExecResult } from '@orch/protocol';
-import type { OrchClient } from '../api-client.js';
+import { Environment, EnvironmentList, ExecResult, IDEMPOTENCY_KEY_HEADER } from '@orch/protocol';
+import { ApiCallError, type OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
 import { ENVIRONMENT_ID, idSegment } from '../ids.js';
 import { table } from '../table.js';
@@ -65,8 +66,49 @@ export async function up(
   const secrets = await secretValues(compiled.request.required_secrets, flags);
   const { required_secrets: _names, ...body } = compiled.request;
   const api = await client();
-  const env = await api.call(Environment, 'POST', '/v1/environments', { ...body, secrets });
+  const env = await createEnvironment(api, { ...body, secrets });
   return follow(api, env, flags.detach ?? false, output);
+}
+
+/** Attempts of one `orch up` create: the first and up to three retries, all with the same key. */
+export const CREATE_ATTEMPTS = 4;
+
+/**
+ * Posts a create with an `Idempotency-Key` made for this invocation (a random UUID), and retries it
+ * with the same key when no answer came (the connection failed or timed out: the first may have
+ * created the environment, and the retry then answers that one) or the orchestrator said "not now"
+ * with `retry_after_seconds` (its placement queue was full). Waits `retry_after_seconds`, else 1,
+ * 2, 4 s, saying so on stderr. Any other answer is final. (A loop this small is not worth a retry
+ * dependency in the CLI's start-up path.)
+ */
+export async function createEnvironment(
+  api: OrchClient,
+  body: unknown,
+  wait: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+): Promise<Environment> {
+  const key = randomUUID();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await api.call(Environment, 'POST', '/v1/environments', body, { [IDEMPOTENCY_KEY_HEADER]: key });
+    } catch (err) {
+      const delay = retryDelayMs(err, attempt);
+      if (delay === undefined || attempt >= CREATE_ATTEMPTS) throw err;
+      process.stderr.write(
+        `${(err as Error).message}; retrying in ${delay / 1000} s with the same Idempotency-Key (${attempt + 1} of ${CREATE_ATTEMPTS})\n`,
+      );
+      await wait(delay);
+    }
+  }
+}
+
+/** How long to wait before retrying a create that failed with `err`, or undefined: do not retry. */
+function retryDelayMs(err: unknown, attempt: number): number | undefined {
+  if (!(err instanceof ApiCallError)) return undefined;
+  const backoff = 1000 * 2 ** (attempt - 1);
+  if (err.code === 'transport') return backoff;
+  const after = err.details?.retry_after_seconds;
+  if (err.code === 'unavailable' && typeof after === 'number' && after > 0) return Math.min(after, 60) * 1000;
+  return undefined;
 }
 
 /**

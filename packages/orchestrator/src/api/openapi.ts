@@ -38,7 +38,17 @@ export function openApiDocument(routes: readonly AnyRoute[]): object {
   const paths: Record<string, Record<string, object>> = {};
   const operationIds = new Set<string>();
   for (const r of routes) {
-    const parameters = [...pathParams(r.params, schemas), ...queryParams(r.query, schemas)];
+    const parameters = [
+      ...pathParams(r.params, schemas),
+      ...queryParams(r.query, schemas),
+      ...Object.entries(r.headers ?? {}).map(([name, h]) => ({
+        name,
+        in: 'header',
+        required: false,
+        description: h.description,
+        schema: schemas.convert(h.schema, 'input'),
+      })),
+    ];
     const operationId = r.operationId ?? deriveOperationId(r.method, r.path);
     if (operationIds.has(operationId)) throw new Error(`duplicate operationId ${operationId}`);
     operationIds.add(operationId);

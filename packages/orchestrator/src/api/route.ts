@@ -36,6 +36,11 @@ export interface RouteSpec<
   readonly websocket?: boolean;
   readonly tag: string;
   readonly params?: P;
+  /**
+   * Optional request headers the route reads (documented in OpenAPI as header parameters); the
+   * handler validates them and answers `400` naming the header.
+   */
+  readonly headers?: Readonly<Record<string, { readonly schema: z.ZodType; readonly description: string }>>;
   readonly query?: Q;
   readonly body?: B;
   /**

@@ -28,9 +28,13 @@ import {
   type HostUsage,
   toEnvironment,
 } from '../store/environments-repo.js';
+import type { IdempotencyRecord, IdempotencyRepo } from '../store/idempotency-repo.js';
 import type { PortJson } from '../store/schema.js';
 import type { SnapshotRow } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
+import { type CreateKey, requestFingerprint } from './create-key.js';
+import { FailedCreates } from './failed-creates.js';
+import type { Placer } from './placer.js';
 import { type Placement, type PlacementRequest, place } from './scheduler.js';
 import type { TravelService } from './travel-service.js';
 
@@ -42,36 +46,59 @@ export interface EnvironmentTimeouts {
   readonly createMs: number;
   /** Polling interval while waiting for a VM to come up. */
   readonly pollMs: number;
+  /** How long an idempotency key names its environment. */
+  readonly idempotencyRetentionMs: number;
 }
 
 /**
  * Environments: placement, creation on the agent, lifecycle, exec. Creation is two steps: the
- * record is written with its capacity reserved (under the placement lock), then the agent is asked
+ * record is written with its capacity reserved (by the {@link Placer}), then the agent is asked
  * to create the VM; a watcher then follows the VM to `running` or `error`. The reconciler covers
  * everything a watcher cannot (an orchd restart, a crashed VM, max runtime).
  */
 export class EnvironmentService {
   private readonly watchers = new Set<Promise<void>>();
   private stopping = false;
+  private readonly failed: FailedCreates;
 
   constructor(
     private readonly repo: EnvironmentsRepo,
     private readonly hosts: HostService,
     readonly agents: Agents,
     private readonly box: TokenBox,
+    private readonly placer: Placer,
+    private readonly keys: IdempotencyRepo,
     private readonly timeouts: EnvironmentTimeouts,
     private readonly logger: Logger,
     private readonly metrics?: OrchdMetrics,
-  ) {}
+  ) {
+    this.failed = new FailedCreates(repo, keys, agents, timeouts.createMs, logger);
+  }
 
   /**
-   * Creates an environment. `from` restores a snapshot (a new VM on the snapshot's host, with the
+   * Creates an environment. `restore` restores a snapshot (a new VM on the snapshot's host, with the
    * original environment's request); `seed` boots a build artifact's disk (from-build).
    */
   async create(
     req: CreateEnvironmentRequest,
     opts: { restore?: SnapshotRow; seed?: SnapshotRow } = {},
   ): Promise<Environment> {
+    return (await this.createKeyed(req, opts)).environment;
+  }
+
+  /**
+   * Creates an environment, or, when `opts.key` names one created within the retention by the
+   * same caller with the same request, answers that one (`replayed`). The same key with another
+   * request is `409 conflict`. Steps: placement in this orchd's queue ({@link Placer}: the record
+   * is written in `creating` with its capacity, the key claimed in the same transaction), then the
+   * agent's create. If the agent fails or times out, the create answers that error and leaves
+   * nothing behind ({@link FailedCreates}); once the agent has answered with the VM, the create succeeds
+   * (recording what the agent said is retried by the watcher, never turned into an error).
+   */
+  async createKeyed(
+    req: CreateEnvironmentRequest,
+    opts: { restore?: SnapshotRow; seed?: SnapshotRow; key?: CreateKey } = {},
+  ): Promise<{ environment: Environment; replayed: boolean }> {
     // The manifest, its service names and images, checked before anything is placed (the agent
     // checks them again).
     const services = manifestServices(decodeManifestInline(req.manifest_inline));
@@ -86,66 +113,104 @@ export class EnvironmentService {
         { missing: missing.slice(0, 20), missing_count: missing.length },
       );
     }
+    const { key } = opts;
+    const fingerprint = key ? requestFingerprint(req) : '';
+    if (key) {
+      const known = await this.keys.find(key.scope, key.key, this.keyCutoff());
+      if (known) return this.replay(known, fingerprint);
+    }
     const secrets: Record<string, string> = Object.fromEntries([
       ...needed.map((n) => [n, given.get(n)!] as const),
       [VM_SECRET_NAME, randomBytes(32).toString('base64url')] as const,
     ]);
     const snapshot = opts.restore ?? opts.seed;
     const id = recordId('env_');
-    const row = await this.repo.withPlacementLock(async (trx) => {
-      const hosts = await this.hosts.list();
-      const usage = await this.repo.usage(trx);
-      let placement = place(hosts, usage, {
-        spec: req.spec,
-        services,
-        ...(snapshot ? { onHost: snapshot.host_id } : {}),
-      });
-      // The snapshot's host is cordoned, unhealthy, full or gone: another host fetches the artifact.
-      if (!placement.ok && snapshot && this.travel)
-        placement = this.elsewhere(hosts, usage, { spec: req.spec, services }, snapshot, placement);
-      this.metrics?.placements.inc({ outcome: placement.ok ? 'placed' : placement.reason });
-      if (!placement.ok) throw new OrchError(placement.code, placement.message);
-      return this.repo.insert(
-        {
-          id,
-          task_id: req.task_id,
-          host_id: placement.host.id,
+    const outcome = await this.placer.place({
+      spec: req.spec,
+      decide: (hosts, usage) => {
+        const placement = place(hosts, usage, {
           spec: req.spec,
-          manifest_inline: req.manifest_inline,
-          startup_script: req.startup_script,
-          expose: req.expose,
-          secrets_enc: this.box.seal(JSON.stringify(secrets)),
-          secret_names: needed,
-          seed_snapshot_id: opts.seed?.id ?? null,
-          restored_from_snapshot_id: opts.restore?.id ?? null,
-          services: services.map((s) => ({
-            name: s.name,
-            image: s.image,
-            state: 'starting' as const,
-            restarts: 0,
-            ports: [...s.ports],
-          })),
-        },
-        trx,
-      );
+          services,
+          ...(snapshot ? { onHost: snapshot.host_id } : {}),
+        });
+        // The snapshot's host is cordoned, unhealthy, full or gone: another host fetches the artifact.
+        if (!placement.ok && snapshot && this.travel)
+          return this.elsewhere(hosts, usage, { spec: req.spec, services }, snapshot, placement);
+        return placement;
+      },
+      record: (hostId) => ({
+        id,
+        task_id: req.task_id,
+        host_id: hostId,
+        spec: req.spec,
+        manifest_inline: req.manifest_inline,
+        startup_script: req.startup_script,
+        expose: req.expose,
+        secrets_enc: this.box.seal(JSON.stringify(secrets)),
+        secret_names: needed,
+        seed_snapshot_id: opts.seed?.id ?? null,
+        restored_from_snapshot_id: opts.restore?.id ?? null,
+        services: services.map((s) => ({
+          name: s.name,
+          image: s.image,
+          state: 'starting' as const,
+          restarts: 0,
+          ports: [...s.ports],
+        })),
+      }),
+      ...(key ? { claim: { ...key, fingerprint, environment_id: id } } : {}),
     });
+    if (outcome.kind === 'replay') return this.replay(outcome.record, fingerprint);
+    const { row } = outcome;
     this.logger.info({ env: row.id, host: row.host_id, task: row.task_id }, 'environment placed');
+    let vm: AgentVm;
+    let agentUrl: string;
     try {
       if (snapshot && row.host_id !== snapshot.host_id) await this.travel!.ensureOn(snapshot, row.host_id);
       const agent = await this.agents.forHost(row.host_id);
-      const vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
-      await this.record(row.id, vm, agent.baseUrl);
+      vm = await agent.json('POST', AGENT_VM_PATHS.vms, this.vmRequest(row, secrets), AgentVm);
+      agentUrl = agent.baseUrl;
     } catch (err) {
       const apiError = toOrchError(err);
-      await this.repo.transition(row.id, ['creating'], 'error', { last_error: apiError.message });
       this.logger.warn({ env: row.id, err: apiError.message }, 'environment creation failed');
+      await this.failed.undo(row, apiError.message, key);
       throw apiError;
     }
     this.metrics?.environmentsCreated.inc({
       origin: opts.restore ? 'restore' : opts.seed ? 'build' : 'request',
     });
-    this.watch(row.id);
-    return toEnvironment((await this.repo.get(row.id))!);
+    // The VM exists and the record holds its capacity: the create has succeeded. What the agent
+    // said is recorded now if the store takes it, else by the watcher (and the reconciler).
+    await this.record(row.id, vm, agentUrl).catch((err: unknown) =>
+      this.logger.warn(
+        { env: row.id, err: (err as Error).message },
+        'recording the new VM failed; the watcher retries',
+      ),
+    );
+    const now = await this.repo.get(row.id).catch(() => undefined);
+    // Follow it until it runs (unless it already does).
+    if (now?.state !== 'running') this.watch(row.id);
+    return { environment: toEnvironment(now ?? row), replayed: false };
+  }
+
+  /** The environment an idempotency key names (a create with the same request made it). */
+  private async replay(
+    known: IdempotencyRecord,
+    fingerprint: string,
+  ): Promise<{ environment: Environment; replayed: boolean }> {
+    if (known.fingerprint !== fingerprint) {
+      throw OrchError.conflict(
+        `this Idempotency-Key was already used for another request (it created environment ${known.environment_id}); send a new key for a new environment`,
+        { reason: 'idempotency_key_reused', environment_id: known.environment_id },
+      );
+    }
+    const row = await this.repo.get(known.environment_id);
+    if (!row) throw OrchError.notFound('environment', known.environment_id);
+    return { environment: toEnvironment(row), replayed: true };
+  }
+
+  private keyCutoff(): Date {
+    return new Date(Date.now() - this.timeouts.idempotencyRetentionMs);
   }
 
   /** Cross-host restores and seeds (set by the server). */
@@ -158,8 +223,8 @@ export class EnvironmentService {
    * scheduler's answer.
    */
   private elsewhere(
-    hosts: Host[],
-    usage: Map<string, HostUsage>,
+    hosts: readonly Host[],
+    usage: ReadonlyMap<string, HostUsage>,
     req: Omit<PlacementRequest, 'onHost'>,
     snapshot: SnapshotRow,
     first: Placement & { ok: false },
@@ -323,6 +388,8 @@ export class EnvironmentService {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    this.placer.stop();
+    await this.failed.stop();
     await Promise.all(this.watchers);
   }
 }

@@ -2,7 +2,6 @@ import { AGENT_VM_PATHS, AgentVm, type Environment, type EnvironmentState, OrchE
 import type { Logger } from '@support/server';
 import { toOrchError } from '../api/errors.js';
 import { isAgentNotFound } from '../hosts/agent-client.js';
-import type { HostService } from '../hosts/host-service.js';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
 import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
 import { place } from './scheduler.js';
@@ -24,7 +23,6 @@ export const AGENT_PAUSE_TIMEOUT_MS = 300_000;
 export class PauseService {
   constructor(
     private readonly repo: EnvironmentsRepo,
-    private readonly hosts: HostService,
     private readonly envs: EnvironmentService,
     private readonly logger: Logger,
   ) {}
@@ -50,10 +48,11 @@ export class PauseService {
 
   async resume(id: string): Promise<Environment> {
     const row = await this.envs.row(id);
-    await this.repo.withPlacementLock(async (trx) => {
+    // Under its host's row lock, like a create's placement there (Placer): never overbooked.
+    await this.repo.withHostLocks([row.host_id], async (_trx, hosts, usage) => {
       const current = await this.repo.get(id);
       if (current?.state !== 'paused') throw conflict(id, 'resumed', 'paused', current?.state ?? row.state);
-      const placement = place(await this.hosts.list(), await this.repo.usage(trx), {
+      const placement = place(hosts, usage, {
         spec: row.spec,
         onHost: row.host_id,
       });

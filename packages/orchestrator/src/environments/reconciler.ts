@@ -3,6 +3,7 @@ import { type Logger, Periodic, type Service } from '@support/server';
 import type { OrchdMetrics } from '../metrics.js';
 import { ACTIVE_STATES, type EnvironmentsRepo } from '../store/environments-repo.js';
 import type { HostsRepo } from '../store/hosts-repo.js';
+import type { IdempotencyRepo } from '../store/idempotency-repo.js';
 import { type EnvironmentService, expiryOf } from './environment-service.js';
 import type { ExportService } from './export-service.js';
 import type { MoveService } from './move-service.js';
@@ -29,7 +30,7 @@ const VM_LIST_BYTES = 16 << 20;
  *   the request): the record follows the agent's VM (`PauseService.settle`).
  * - `paused`: VM missing → `error`; its CPU and RAM are not counted (`EnvironmentsRepo.usage`).
  * - A VM on an agent with no active environment (an orphan) is deleted.
- * - Snapshots past `retention_until` are deleted.
+ * - Snapshots past `retention_until` are deleted; idempotency keys past their retention too.
  *
  * A host that cannot be reached is skipped; its environments keep their state until it answers.
  */
@@ -49,6 +50,8 @@ export class Reconciler implements Service {
     private readonly metrics?: OrchdMetrics,
     /** Moves (drain) and exports the reconciler takes over when their orchd stopped. */
     private readonly travel?: { readonly moves: MoveService; readonly exports: ExportService },
+    /** Idempotency keys of creates, pruned once past their retention. */
+    private readonly keys?: { readonly repo: IdempotencyRepo; readonly retentionMs: number },
   ) {
     this.name = 'reconcile';
     this.periodic = new Periodic({
@@ -168,6 +171,10 @@ export class Reconciler implements Service {
       const taken = await this.travel.moves.takeOverStale();
       if (taken > 0) this.fixed('move_taken_over');
       await this.travel.exports.retryStale(now);
+    }
+    if (this.keys) {
+      const pruned = await this.keys.repo.prune(new Date(now.getTime() - this.keys.retentionMs));
+      if (pruned > 0) this.logger.debug({ pruned }, 'idempotency keys past their retention pruned');
     }
     const collected = await this.snapshots.collectGarbage(now);
     if (collected > 0) this.metrics?.reconcilerFixes.inc({ action: 'snapshot_expired' }, collected);

@@ -84,7 +84,7 @@ export function place(
   let best: { host: Host; score: number } | undefined;
   for (const h of qualified) {
     const u = usage.get(h.id) ?? EMPTY;
-    const why = notNow(h, u, spec);
+    const why = fitsNow(h, u, spec);
     if (why) {
       reasons.push(`${h.id}: ${why}`);
       continue;
@@ -126,7 +126,11 @@ function couldNeverFit(h: Host, spec: VmSpec, services: readonly ManifestService
   return lacks;
 }
 
-function notNow(h: Host, u: HostUsage, spec: VmSpec): string | undefined {
+/**
+ * Why `spec` does not fit on host `h` now, given what its environments hold (`u`): cordoned, not
+ * healthy, or the resource short (with what is free); undefined when it fits.
+ */
+export function fitsNow(h: Host, u: HostUsage, spec: VmSpec): string | undefined {
   if (h.state === 'cordoned') return 'cordoned';
   // The health check's own words (for example "refused the agent token: http 401") say why.
   if (h.health !== 'healthy') return `health ${h.health}${h.health_detail ? ` (${h.health_detail})` : ''}`;

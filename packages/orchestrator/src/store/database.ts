@@ -10,6 +10,8 @@ import type { Database } from './schema.js';
 /** The orchestrator's store: one Kysely over PostgreSQL, embedded or at `DATABASE_URL`. */
 export interface Store {
   readonly db: Kysely<Database>;
+  /** One connection of its own for the placement queue (`Placer`), besides `db`'s pool. */
+  readonly placementDb: Kysely<Database>;
   /** Whether API keys are accepted: only with `DATABASE_URL` (orchestrator.md, "API key"). */
   readonly keyStore: boolean;
   readonly mode: 'embedded' | 'server';
@@ -35,22 +37,31 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
     await embedded.start();
     poolConfig = { connectionString: embedded.connectionString };
   }
-  const pool = new pg.Pool({
-    ...poolConfig,
-    max: 10,
-    connectionTimeoutMillis: 3000,
-    // A server that stops answering (frozen, partitioned) must not hang requests: fail as unavailable.
-    query_timeout: 10_000,
-    idleTimeoutMillis: 30_000,
-  });
-  // A client losing its server (idle in the pool, or checked out by a query) emits 'error'; with no
-  // listener that would crash the process. Log it: the query fails as unavailable, the pool reconnects.
-  pool.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
-  pool.on('connect', (client) => {
-    client.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
-  });
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const connect = (max: number) => {
+    const pool = new pg.Pool({
+      ...poolConfig,
+      max,
+      // Waiting for a pooled connection and opening one (SCRAM, slow on a busy machine) share this
+      // bound; the same 10 s as a query's, so only a server that answers nothing is an outage.
+      connectionTimeoutMillis: 10_000,
+      // A server that stops answering (frozen, partitioned) must not hang requests: fail as unavailable.
+      query_timeout: 10_000,
+      idleTimeoutMillis: 30_000,
+    });
+    // A client losing its server (idle in the pool, or checked out by a query) emits 'error'; with no
+    // listener that would crash the process. Log it: the query fails as unavailable, the pool reconnects.
+    pool.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
+    pool.on('connect', (client) => {
+      client.on('error', (err) => logger.warn({ err: err.message }, 'database connection lost'));
+    });
+    return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  };
+  const db = connect(config.dbPoolSize);
+  // Placement's own connection: the placement queue never waits behind the rest of a burst
+  // (agent calls being recorded, reads) for a connection of the shared pool.
+  const placementDb = connect(1);
   const close = async () => {
+    await placementDb.destroy().catch(() => undefined);
     await db.destroy().catch(() => undefined);
     await embedded?.stop();
   };
@@ -62,6 +73,7 @@ export async function openStore(config: Config, logger: Logger): Promise<Store> 
   }
   return {
     db,
+    placementDb,
     keyStore: config.databaseUrl !== '',
     mode: embedded ? 'embedded' : 'server',
     connectionString: poolConfig.connectionString!,

@@ -3,10 +3,11 @@ import {
   ENVIRONMENT_TRANSITIONS,
   type Environment,
   type EnvironmentState,
-  gpuKey,
+  type Host,
   type ServiceStatus,
 } from '@orch/protocol';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import { toHost } from './hosts-repo.js';
 import type { Database, EnvironmentsTable, LastMoveJson, PortJson, VmSpecJson } from './schema.js';
 
 /** States with a VM on their host (reconciled; the host cannot be removed while one exists). */
@@ -21,6 +22,9 @@ export const ACTIVE_STATES: readonly EnvironmentState[] = [
 
 /** States that hold CPU and RAM on their host: all active ones but `paused` (it holds disk only). */
 export const CPU_STATES: readonly EnvironmentState[] = ACTIVE_STATES.filter((s) => s !== 'paused');
+
+/** `gpuKey` of `@orch/protocol` in SQL: the GPU model, with `/<MIG profile>` for a MIG request. */
+const GPU_KEY = sql`spec->'gpu'->>'model' || coalesce('/' || (spec->'gpu'->>'mig'), '')`;
 
 /** What one host has reserved for its active environments. */
 export interface HostUsage {
@@ -54,8 +58,9 @@ export class EnvironmentsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
   /**
-   * Runs `fn` holding the cluster-wide placement lock (a transaction-scoped advisory lock), so that
-   * two `orchd` processes never place onto the same free capacity.
+   * Runs `fn` holding the cluster-wide placement lock (a transaction-scoped advisory lock). Only a
+   * drain plans under it now (its moves among themselves); creates and resumes lock the rows of
+   * the hosts they place on ({@link withHostLocks}).
    */
   async withPlacementLock<T>(fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
     return this.db.transaction().execute(async (trx) => {
@@ -65,47 +70,99 @@ export class EnvironmentsRepo {
   }
 
   /**
-   * Capacity reserved by active environments, per host: a `paused` one reserves its disk and GPUs
-   * (its CPUs and RAM are free until it resumes).
+   * Runs `fn` in a transaction holding the rows of hosts `hostIds` (`FOR NO KEY UPDATE`, taken in
+   * id order so that two transactions never wait for each other in a cycle), with those hosts as
+   * they are now and the capacity their active environments hold now (read after the locks, so
+   * it includes every placement committed on them before). Placement on a host happens only under
+   * its row lock, so placements on different hosts run in parallel and never overbook one.
+   * Registration, health checks and cordons of those hosts wait until `fn` commits.
    */
-  async usage(trx: Kysely<Database> = this.db): Promise<Map<string, HostUsage>> {
-    const rows = await trx
+  async withHostLocks<T>(
+    hostIds: readonly string[],
+    fn: (trx: Transaction<Database>, hosts: Host[], usage: Map<string, HostUsage>) => Promise<T>,
+  ): Promise<T> {
+    const ids = [...new Set(hostIds)].sort();
+    return this.db.transaction().execute(async (trx) => {
+      const rows =
+        ids.length === 0
+          ? []
+          : await trx
+              .selectFrom('hosts')
+              .selectAll()
+              .where('id', 'in', ids)
+              .orderBy('id')
+              .forNoKeyUpdate()
+              .execute();
+      return fn(trx, rows.map(toHost), await this.usage(trx, ids));
+    });
+  }
+
+  /**
+   * Capacity reserved by active environments, per host (all hosts, or those of `hostIds`): a
+   * `paused` one reserves its disk and GPUs (its CPUs and RAM are free until it resumes). Summed
+   * by the store over the active environments (a partial index), one row per host and GPU model.
+   */
+  async usage(trx: Kysely<Database> = this.db, hostIds?: readonly string[]): Promise<Map<string, HostUsage>> {
+    if (hostIds?.length === 0) return new Map();
+    let q = trx
       .selectFrom('environments')
-      .select(['host_id', 'spec', 'state'])
+      .select([
+        'host_id',
+        sql<string | null>`${GPU_KEY}`.as('gpu_key'),
+        sql<number>`coalesce(sum((spec->>'cpus')::int) filter (where state <> 'paused'), 0)::int`.as('cpus'),
+        sql<number>`coalesce(sum((spec->>'ram_mb')::int) filter (where state <> 'paused'), 0)::int`.as(
+          'ram_mb',
+        ),
+        sql<number>`coalesce(sum((spec->>'storage_gb')::int), 0)::int`.as('disk_gb'),
+        sql<number>`coalesce(sum((spec->'gpu'->>'count')::int), 0)::int`.as('gpus'),
+      ])
       .where('state', 'in', ACTIVE_STATES)
-      .execute();
+      .groupBy(['host_id', GPU_KEY]);
+    if (hostIds) q = q.where('host_id', 'in', hostIds);
     const usage = new Map<string, HostUsage>();
-    for (const { host_id, spec, state } of rows) {
-      const u = usage.get(host_id) ?? { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
-      u.disk_gb += spec.storage_gb;
+    for (const r of await q.execute()) {
+      const u = usage.get(r.host_id) ?? { cpus: 0, ram_mb: 0, disk_gb: 0, gpus: {} };
+      u.cpus += r.cpus;
+      u.ram_mb += r.ram_mb;
+      u.disk_gb += r.disk_gb;
       // GPUs are held in every active state, paused included (gpu-fit.ts; a GPU VM cannot pause anyway).
-      if (spec.gpu) u.gpus[gpuKey(spec.gpu)] = (u.gpus[gpuKey(spec.gpu)] ?? 0) + spec.gpu.count;
-      usage.set(host_id, u);
-      if (!CPU_STATES.includes(state as EnvironmentState)) continue;
-      u.cpus += spec.cpus;
-      u.ram_mb += spec.ram_mb;
-      usage.set(host_id, u);
+      if (r.gpu_key !== null && r.gpus > 0) u.gpus[r.gpu_key] = (u.gpus[r.gpu_key] ?? 0) + r.gpus;
+      usage.set(r.host_id, u);
     }
     return usage;
   }
 
   async insert(env: NewEnvironment, trx: Kysely<Database> = this.db): Promise<EnvironmentRow> {
-    return trx
+    const [row] = await this.insertMany([env], trx);
+    return row!;
+  }
+
+  /** Inserts environments in `creating`, in one statement; returns their rows in the same order. */
+  async insertMany(
+    envs: readonly NewEnvironment[],
+    trx: Kysely<Database> = this.db,
+  ): Promise<EnvironmentRow[]> {
+    if (envs.length === 0) return [];
+    const rows = await trx
       .insertInto('environments')
-      .values({
-        ...env,
-        state: 'creating',
-        spec: JSON.stringify(env.spec),
-        expose: JSON.stringify(env.expose),
-        secret_names: JSON.stringify(env.secret_names),
-        services: JSON.stringify(env.services ?? []),
-        last_error: null,
-        started_at: null,
-        expires_at: null,
-        stopped_at: null,
-      })
+      .values(
+        envs.map((env) => ({
+          ...env,
+          state: 'creating',
+          spec: JSON.stringify(env.spec),
+          expose: JSON.stringify(env.expose),
+          secret_names: JSON.stringify(env.secret_names),
+          services: JSON.stringify(env.services ?? []),
+          last_error: null,
+          started_at: null,
+          expires_at: null,
+          stopped_at: null,
+        })),
+      )
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return envs.map((e) => byId.get(e.id)!);
   }
 
   async get(id: string): Promise<EnvironmentRow | undefined> {

@@ -184,7 +184,8 @@ const SAMPLE_MIN_GAP_SECONDS = 5;
 /** The most points a capacity history has. */
 const HISTORY_POINTS = 120;
 
-function toHost(row: Selectable<HostsTable>): Host {
+/** The API view of a host row (never its token). */
+export function toHost(row: Selectable<HostsTable>): Host {
   return {
     id: row.id,
     kind: row.kind as Host['kind'],

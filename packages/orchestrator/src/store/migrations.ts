@@ -317,6 +317,30 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // Bursts of creates (issue 31). `idempotency_keys`: the key a create was sent with, per caller
+  // (`scope`), and the environment it made, so a retry gets that environment back; rows older than
+  // the retention are reclaimed by a new create with the key and pruned by the reconciler. The
+  // partial index keeps the capacity sum (active environments only) from reading the history.
+  '0011_burst_placement': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('idempotency_keys')
+        .addColumn('scope', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('fingerprint', 'text', (c) => c.notNull())
+        .addColumn('environment_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addPrimaryKeyConstraint('idempotency_keys_pk', ['scope', 'key'])
+        .execute();
+      await db.schema
+        .createIndex('idempotency_keys_created_at')
+        .on('idempotency_keys')
+        .column('created_at')
+        .execute();
+      await sql`CREATE INDEX environments_active_host ON environments (host_id)
+        WHERE state IN ('creating', 'running', 'pausing', 'paused', 'resuming', 'stopping')`.execute(db);
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

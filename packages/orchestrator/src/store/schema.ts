@@ -68,6 +68,20 @@ export interface RevokedSessionsTable {
   expires_at: Timestamp;
 }
 
+/**
+ * Idempotency keys of creates (migration 0010): per caller (`scope`: `master`, `api_key:<id>`,
+ * `anonymous`), the environment the first create with the key made and a fingerprint of that
+ * request (SHA-256 of it without secret values), so a different request under the same key is
+ * refused instead of answered with the wrong environment.
+ */
+export interface IdempotencyKeysTable {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  environment_id: string;
+  created_at: GeneratedTimestamp;
+}
+
 /** Small facts about the deployment (for example the token-encryption key check value). */
 export interface SettingsTable {
   key: string;
@@ -223,6 +237,7 @@ export interface Database {
   host_samples: HostSamplesTable;
   api_keys: ApiKeysTable;
   revoked_sessions: RevokedSessionsTable;
+  idempotency_keys: IdempotencyKeysTable;
   settings: SettingsTable;
   orch_events: OrchEventsTable;
 }

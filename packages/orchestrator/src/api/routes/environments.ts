@@ -10,6 +10,9 @@ import {
   EnvironmentLogsQuery,
   ExecRequest,
   ExecResult,
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENT_REPLAYED_HEADER,
+  IdempotencyKey,
   LOG_OFFSET_HEADER,
   LOG_SIZE_HEADER,
   OrchError,
@@ -19,7 +22,9 @@ import {
   SnapshotListQuery,
 } from '@orch/protocol';
 import { z } from 'zod';
+import type { Principal } from '../../auth/authenticator.js';
 import { type ConnectionGuard, unlessEnded } from '../../auth/connection-guard.js';
+import { type CreateKey, keyScope } from '../../environments/create-key.js';
 import type { EnvironmentService } from '../../environments/environment-service.js';
 import type { LogService } from '../../environments/log-service.js';
 import type { PauseService } from '../../environments/pause-service.js';
@@ -30,6 +35,21 @@ import { type AnyRoute, route } from '../route.js';
 /** Environment and snapshot ids are {@link AGENT_ID}s; any other is `404 not_found` before any lookup. */
 const IdParam = z.object({ id: agentId() });
 const SnapshotIdParam = z.object({ snapshotId: agentId() });
+
+/**
+ * The `Idempotency-Key` of a create, scoped to its caller; undefined when none was sent. A malformed
+ * one is `400 invalid_argument` naming the header (never echoed).
+ */
+function idempotencyKey(header: string | undefined, principal: Principal | undefined): CreateKey | undefined {
+  if (header === undefined) return undefined;
+  const parsed = IdempotencyKey.safeParse(header);
+  if (!parsed.success) {
+    throw OrchError.invalid(`${IDEMPOTENCY_KEY_HEADER}: ${parsed.error.issues[0]?.message ?? 'invalid'}`, {
+      field: IDEMPOTENCY_KEY_HEADER,
+    });
+  }
+  return { scope: keyScope(principal), key: parsed.data };
+}
 
 /** `/v1/environments` and `/v1/snapshots`. */
 export function environmentRoutes(
@@ -47,10 +67,18 @@ export function environmentRoutes(
       access: 'authenticated',
       tag: 'environments',
       summary:
-        'Create an environment from a compiled definition (orch compile --format json, with secret values)',
+        'Create an environment from a compiled definition (orch compile --format json, with secret values). With an Idempotency-Key header, a retry with the same key and request (same caller, within the retention) answers the environment the first create made (Idempotent-Replayed: true); another request under the same key is 409',
       body: CreateEnvironmentRequest,
+      headers: {
+        [IDEMPOTENCY_KEY_HEADER]: {
+          schema: IdempotencyKey,
+          description:
+            "Makes the create safe to retry: the same key and request from the same caller within ORCH_IDEMPOTENCY_RETENTION_HOURS answer the first create's environment",
+        },
+      },
       success: { status: 201, schema: Environment, description: 'Placed and being created (state creating)' },
-      handler: async ({ body }) => {
+      handler: async ({ body, principal, c }) => {
+        const key = idempotencyKey(c.req.header(IDEMPOTENCY_KEY_HEADER), principal);
         const seed = body.seed_snapshot_id ? await snapshotsRepo.get(body.seed_snapshot_id) : undefined;
         if (body.seed_snapshot_id && seed?.state !== 'ready') {
           throw OrchError.invalid(`seed_snapshot_id ${body.seed_snapshot_id} is not a ready snapshot`, {
@@ -64,7 +92,15 @@ export function environmentRoutes(
             { field: 'seed_snapshot_id' },
           );
         }
-        return { status: 201, body: await envs.create(body, seed ? { seed } : {}) };
+        const { environment, replayed } = await envs.createKeyed(body, {
+          ...(seed ? { seed } : {}),
+          ...(key ? { key } : {}),
+        });
+        return {
+          status: 201,
+          body: environment,
+          ...(replayed ? { headers: { [IDEMPOTENT_REPLAYED_HEADER]: 'true' } } : {}),
+        };
       },
     }),
     route({
