@@ -10,6 +10,7 @@
 // server binaries (scripts/test.sh installs them) and a build (`npm run build`).
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import {
   cleanups,
@@ -250,6 +251,19 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     `\n(s) first query on the 1M-row board (replica build/catch-up): ${((performance.now() - t1) / 1000).toFixed(1)} s`,
   );
   for (let i = 0; i < 200; i++) await Promise.all([board([id()]), peer([id()])]); // warm both
+  // Which path answered the node's point reads (node.stats: keyIndexReads / duckdbReads).
+  const paths = async () => {
+    const r = (await rpc(nodeA, 'bench_b', 'node.stats', {})).replicas;
+    return { index: r.keyIndexReads ?? 0, duckdb: r.duckdbReads ?? 0 };
+  };
+  const share = (before, after) => {
+    const index = after.index - before.index;
+    const duckdb = after.duckdb - before.duckdb;
+    return `${((100 * index) / Math.max(1, index + duckdb)).toFixed(1)}% key index, ${((100 * duckdb) / Math.max(1, index + duckdb)).toFixed(1)}% DuckDB (${index + duckdb} reads)`;
+  };
+  const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`  load average before the point reads: ${loadavg()}`);
+  const pathsBefore = await paths();
 
   const rows = [];
   const parts = { sync: [], query: [] };
@@ -262,6 +276,8 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     },
     () => peer([id()]),
   );
+  const pathsSequential = await paths();
+  console.log(`  sequential point reads served by: ${share(pathsBefore, pathsSequential)}`);
   console.log(
     `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, DuckDB snapshot + execute + encode ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
   );
@@ -291,6 +307,8 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     }
   }
   const rps = (c) => c.n / 12;
+  console.log(`  32-in-flight point reads served by: ${share(pathsSequential, await paths())}`);
+  console.log(`  load average after the point reads: ${loadavg()}`);
   rows.push([
     'point query, 32 in flight, throughput',
     `${rps(conc.board).toFixed(0)} req/s`,

@@ -215,7 +215,6 @@ export class ReplicaCache {
       return await this.answer(board, replica, cache, sync, indexed, t1 - t0, performance.now() - t1);
     }
     this.paths.duckdb++;
-    this.wantIndex(board, replica, sqlText);
     try {
       snapshot = await replica.query(sqlText, input.params, this.limits);
     } catch (err) {
@@ -223,6 +222,8 @@ export class ReplicaCache {
       return await this.failed(board, replica, err);
     }
     replica.release();
+    // After DuckDB's run, which tells whether the statement is a point lookup by id.
+    this.wantIndex(board, replica, sqlText);
     return await this.answer(board, replica, cache, sync, snapshot, t1 - t0, performance.now() - t1);
   }
 
