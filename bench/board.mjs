@@ -10,7 +10,9 @@
 // server binaries (scripts/test.sh installs them) and a build (`npm run build`).
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import {
   cleanups,
@@ -231,6 +233,23 @@ async function main() {
   }
 }
 
+/** `node bench/watchers.mjs 1000` as a child process: its write -> every watcher p99, and more. */
+function fanOut1000() {
+  const r = spawnSync(process.execPath, [join(import.meta.dirname, 'watchers.mjs'), '1000'], {
+    encoding: 'utf8',
+    env: { ...process.env, BENCH_WRITES: process.env.BENCH_WRITES ?? '50' },
+  });
+  const line =
+    /write -> every watcher \((\d+)\/(\d+) writes reached all.*?p99 ([\d.]+ ms).*?mean ([\d.]+ ms|n\/a)/.exec(
+      r.stdout,
+    );
+  if (!line) return { p99: 'failed', note: (r.stderr || r.stdout).slice(-200) };
+  return {
+    p99: line[3],
+    note: `${line[1]}/${line[2]} writes reached all; in the node, commit -> written, mean ${line[4]}`,
+  };
+}
+
 /** Issue 18: board-node vs the plain node:http + pg endpoint, same Postgres, same run. */
 async function scale(client, url, nodeA, loadB, groupSql) {
   const T = [{ token: 't', entity: 'items' }];
@@ -350,6 +369,16 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     ms(median(ga)),
     ms(median(gb)),
     `${(median(gb) / median(ga)).toFixed(1)}x faster`,
+  ]);
+
+  // 1,000 watchers: bench/watchers.mjs in a process of its own (its own Postgres and node), so
+  // that its client (1,000 sockets) shares no event loop with this bench's load generator.
+  const fanout = fanOut1000();
+  rows.push([
+    '1,000 watchers, a change reaching all, p99',
+    fanout.p99,
+    'n/a (no watch)',
+    `goal < 50 ms; ${fanout.note}`,
   ]);
 
   console.log('\n| measure | board-node | plain endpoint | ratio |\n|---|---:|---:|---:|');
