@@ -298,7 +298,7 @@ async function scale(client, url, nodeA, loadB, groupSql) {
   const pathsSequential = await paths();
   console.log(`  sequential point reads served by: ${share(pathsBefore, pathsSequential)}`);
   console.log(
-    `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, DuckDB snapshot + execute + encode ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
+    `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, the read itself (key index lookup, or DuckDB snapshot + execute + encode) ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
   );
   rows.push([
     'point query by id, sequential, p50',
