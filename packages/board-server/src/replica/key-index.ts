@@ -17,10 +17,11 @@ import type { EncodedResult, QueryLimits } from './result-reader.js';
 
 /**
  * Bytes the index counts per row on top of its strings' characters: the Map entry and two string
- * headers (V8, 64-bit). Measured: 1M rows of `bench/board.mjs s` (7-character ids, 45-character rows)
- * grew the heap by 150-160 MB, 52 characters and ~100 bytes of overhead a row.
+ * headers (V8, 64-bit). Measured (Node 20, `--expose-gc`): a Map of 1M rows shaped as
+ * `bench/board.mjs s`'s (7-character ids, 40-character rows, 46.6 M characters) grew the heap by
+ * 150 MiB, 111 bytes a row beyond the characters.
  */
-const ROW_OVERHEAD_BYTES = 100;
+const ROW_OVERHEAD_BYTES = 112;
 
 /** How a point lookup's result is cut from a row of the index: the cells of the table it projects. */
 export interface IndexPlan {
