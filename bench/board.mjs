@@ -10,6 +10,9 @@
 // server binaries (scripts/test.sh installs them) and a build (`npm run build`).
 // Everything runs on loopback: a PostgreSQL 15 server on a free port shared by the board-nodes
 // (DATABASE_URL) and by the plain pg client, so both sides hit the same engine and settings.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import {
   cleanups,
@@ -230,6 +233,23 @@ async function main() {
   }
 }
 
+/** `node bench/watchers.mjs 1000` as a child process: its write -> every watcher p99, and more. */
+function fanOut1000() {
+  const r = spawnSync(process.execPath, [join(import.meta.dirname, 'watchers.mjs'), '1000'], {
+    encoding: 'utf8',
+    env: { ...process.env, BENCH_WRITES: process.env.BENCH_WRITES ?? '50' },
+  });
+  const line =
+    /write -> every watcher \((\d+)\/(\d+) writes reached all.*?p99 ([\d.]+ ms).*?mean ([\d.]+ ms|n\/a)/.exec(
+      r.stdout,
+    );
+  if (!line) return { p99: 'failed', note: (r.stderr || r.stdout).slice(-200) };
+  return {
+    p99: line[3],
+    note: `${line[1]}/${line[2]} writes reached all; in the node, commit -> written, mean ${line[4]}`,
+  };
+}
+
 /** Issue 18: board-node vs the plain node:http + pg endpoint, same Postgres, same run. */
 async function scale(client, url, nodeA, loadB, groupSql) {
   const T = [{ token: 't', entity: 'items' }];
@@ -250,6 +270,19 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     `\n(s) first query on the 1M-row board (replica build/catch-up): ${((performance.now() - t1) / 1000).toFixed(1)} s`,
   );
   for (let i = 0; i < 200; i++) await Promise.all([board([id()]), peer([id()])]); // warm both
+  // Which path answered the node's point reads (node.stats: keyIndexReads / duckdbReads).
+  const paths = async () => {
+    const r = (await rpc(nodeA, 'bench_b', 'node.stats', {})).replicas;
+    return { index: r.keyIndexReads ?? 0, duckdb: r.duckdbReads ?? 0 };
+  };
+  const share = (before, after) => {
+    const index = after.index - before.index;
+    const duckdb = after.duckdb - before.duckdb;
+    return `${((100 * index) / Math.max(1, index + duckdb)).toFixed(1)}% key index, ${((100 * duckdb) / Math.max(1, index + duckdb)).toFixed(1)}% DuckDB (${index + duckdb} reads)`;
+  };
+  const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`  load average before the point reads: ${loadavg()}`);
+  const pathsBefore = await paths();
 
   const rows = [];
   const parts = { sync: [], query: [] };
@@ -262,8 +295,10 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     },
     () => peer([id()]),
   );
+  const pathsSequential = await paths();
+  console.log(`  sequential point reads served by: ${share(pathsBefore, pathsSequential)}`);
   console.log(
-    `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, DuckDB snapshot + execute + encode ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
+    `  where a sequential point query's time goes (p50): total ${ms(median(pa))}; in the node: head check + sync ${ms(median(parts.sync))}, the read itself (key index lookup, or DuckDB snapshot + execute + encode) ${ms(median(parts.query))}; the rest is HTTP, JSON, auth, routing`,
   );
   rows.push([
     'point query by id, sequential, p50',
@@ -291,6 +326,8 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     }
   }
   const rps = (c) => c.n / 12;
+  console.log(`  32-in-flight point reads served by: ${share(pathsSequential, await paths())}`);
+  console.log(`  load average after the point reads: ${loadavg()}`);
   rows.push([
     'point query, 32 in flight, throughput',
     `${rps(conc.board).toFixed(0)} req/s`,
@@ -332,6 +369,16 @@ async function scale(client, url, nodeA, loadB, groupSql) {
     ms(median(ga)),
     ms(median(gb)),
     `${(median(gb) / median(ga)).toFixed(1)}x faster`,
+  ]);
+
+  // 1,000 watchers: bench/watchers.mjs in a process of its own (its own Postgres and node), so
+  // that its client (1,000 sockets) shares no event loop with this bench's load generator.
+  const fanout = fanOut1000();
+  rows.push([
+    '1,000 watchers, a change reaching all, p99',
+    fanout.p99,
+    'n/a (no watch)',
+    `goal < 50 ms; ${fanout.note}`,
   ]);
 
   console.log('\n| measure | board-node | plain endpoint | ratio |\n|---|---:|---:|---:|');

@@ -40,6 +40,17 @@ export class BoardNodeMetrics {
         for (const [mode, n] of Object.entries(replicas.counters)) this.inc({ mode }, n);
       },
     });
+    new Counter({
+      name: 'board_node_query_paths_total',
+      help: 'query.execute answers by the path that read them: key_index (a point lookup by id, from the replica key index) or duckdb',
+      labelNames: ['path'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc({ path: 'key_index' }, replicas.paths.keyIndex);
+        this.inc({ path: 'duckdb' }, replicas.paths.duckdb);
+      },
+    });
     new Gauge({
       name: 'board_node_replicas_open',
       help: 'Replicas open (DuckDB instances) on this node',

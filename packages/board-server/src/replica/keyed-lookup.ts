@@ -21,6 +21,10 @@ const KEY_COLUMN = '__board_key';
  */
 export interface KeyedLookup {
   kind: KeyKind;
+  /** The key column's name as written (DuckDB resolves it case-insensitively). */
+  key: string;
+  /** The select list: `*` (the table's columns in order) or one column by name, as written. */
+  select: ({ star: true } | { star: false; column: string })[];
   /** The batched statement for `k` keys (parameters `$1` to `$k`). */
   sql(k: number): string;
 }
@@ -82,15 +86,21 @@ export function keyedLookup(
   if (!kind) return undefined;
 
   const list: string[] = [];
+  const select: KeyedLookup['select'] = [];
   if (!Array.isArray(node.select_list) || node.select_list.length === 0) return undefined;
   for (const item of node.select_list as Node[]) {
     const rendered = selectItem(item, table);
     if (rendered === undefined) return undefined;
     list.push(rendered);
+    select.push(
+      item.class === 'STAR' ? { star: true } : { star: false, column: columnRef(item, table)!.name },
+    );
   }
   const fromSql = alias === '' ? `"${REPLICA_TABLE}"` : `"${REPLICA_TABLE}" AS ${quote(alias)}`;
   return {
     kind,
+    key: key.name,
+    select,
     sql: (k) =>
       `SELECT ${key.sql} AS "${KEY_COLUMN}", ${list.join(', ')} FROM ${fromSql} WHERE ${key.sql} IN (${Array.from(
         { length: k },

@@ -67,6 +67,11 @@ export class ReaderPool {
     private readonly replica: ReplicaState,
   ) {}
 
+  /** What a point-lookup statement's small single runs showed (`keyed-lookup.ts`), if any. */
+  lookupEntry(sqlText: string): BatchEntry | undefined {
+    return this.lookups.get(sqlText);
+  }
+
   /** Drops what was learnt about statements (the table's columns changed). */
   forgetStatements(): void {
     this.lookups.clear();

@@ -55,6 +55,12 @@ export class ReplicaCache {
   /** Boards whose last request found the open replica at the head (see {@link speculate}). */
   private readonly atHead = new Set<string>();
   readonly counters = { hit: 0, reattach: 0, rebuild: 0, evicted: 0 };
+  /**
+   * Which path answered each `query.execute` that reached a replica: `keyIndex` (a point lookup by
+   * id, from the replica's key index) or `duckdb` (everything else, and point lookups the index
+   * could not answer).
+   */
+  readonly paths = { keyIndex: 0, duckdb: 0 };
   /** Point lookups answered in batches, over all replicas (`reader-pool.ts`). */
   readonly batching = { batches: 0, batchedQueries: 0 };
   private readonly heads: HeadReader;
@@ -94,7 +100,13 @@ export class ReplicaCache {
     memoryBudgetMb: number;
     memoryInUseBytes: number;
     memoryMbEach: number;
-    replicas: { board: string; watermark: number; memoryBytes: number; threads: number }[];
+    replicas: {
+      board: string;
+      watermark: number;
+      memoryBytes: number;
+      threads: number;
+      keyIndex: Replica['keyIndex'];
+    }[];
   } {
     return {
       open: this.open.size,
@@ -107,6 +119,7 @@ export class ReplicaCache {
         watermark: r.watermark,
         memoryBytes: this.memory.of(board),
         threads: r.threads,
+        keyIndex: r.keyIndex,
       })),
     };
   }
@@ -150,7 +163,10 @@ export class ReplicaCache {
   private async executeOnce(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
     const t0 = performance.now();
-    const early = this.speculate(board, sqlText, input.params);
+    // A lookup the key index answers needs no DuckDB call to start beside the head read.
+    const early = this.open.get(board)?.indexes(sqlText)
+      ? undefined
+      : this.speculate(board, sqlText, input.params);
     let head: BoardHead | undefined;
     try {
       head = await this.heads.read(board);
@@ -171,7 +187,9 @@ export class ReplicaCache {
       ) {
         this.checkFloor(board, head, input.minWatermark);
         this.counters.hit++;
+        this.paths.duckdb++;
         this.touch(board, early.replica);
+        this.wantIndex(board, early.replica, sqlText);
         if ('error' in outcome) return await this.failed(board, early.replica, outcome.error);
         // Head read and query ran at once: syncMs is the wait for the head, queryMs the query's own time.
         return await this.answer(
@@ -189,6 +207,14 @@ export class ReplicaCache {
     const { replica, cache, sync } = await this.sync(board, head, input.minWatermark);
     let snapshot: SnapshotResult;
     const t1 = performance.now();
+    // The replica is at or past this request's head; the index is at the replica's watermark.
+    const indexed = replica.lookup(sqlText, input.params, this.limits);
+    if (indexed) {
+      replica.release();
+      this.paths.keyIndex++;
+      return await this.answer(board, replica, cache, sync, indexed, t1 - t0, performance.now() - t1);
+    }
+    this.paths.duckdb++;
     try {
       snapshot = await replica.query(sqlText, input.params, this.limits);
     } catch (err) {
@@ -196,6 +222,8 @@ export class ReplicaCache {
       return await this.failed(board, replica, err);
     }
     replica.release();
+    // After DuckDB's run, which tells whether the statement is a point lookup by id.
+    this.wantIndex(board, replica, sqlText);
     return await this.answer(board, replica, cache, sync, snapshot, t1 - t0, performance.now() - t1);
   }
 
@@ -218,6 +246,21 @@ export class ReplicaCache {
       (error: unknown): Speculation => ({ error, at: failedAt(error), doneAt: performance.now() }),
     );
     return { replica, outcome };
+  }
+
+  /**
+   * Builds the replica's key index, under the board's lock (no batch applies meanwhile), when
+   * `sqlText` is a point lookup by id and the replica has none yet; the memory it holds is sampled
+   * and the budget enforced right after. Until it is built, DuckDB answers.
+   */
+  private wantIndex(board: string, replica: Replica, sqlText: string): void {
+    if (!replica.wantsIndex(sqlText)) return;
+    void this.withLock(board, async () => {
+      if (this.open.get(board) !== replica) return;
+      await replica.buildIndex(this.perReplicaMemoryMb * 2 ** 20);
+      this.memory.set(board, await replica.memoryBytes());
+      this.enforceBudget(board);
+    }).catch((err: unknown) => this.log.warn({ err, board }, 'building the key index failed; DuckDB serves'));
   }
 
   /**

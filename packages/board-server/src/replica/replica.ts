@@ -1,9 +1,10 @@
 import { rm, stat } from 'node:fs/promises';
-import type { Cell, ChangeRecord, ColumnDef, Row } from '@board/protocol';
+import { type Cell, type ChangeRecord, type ColumnDef, type Row, textProblem } from '@board/protocol';
 import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { DUCK_TYPES } from '../boards/columns.js';
 import { appendRow, closeQuietly } from './append-row.js';
 import { applyChanges } from './apply-changes.js';
+import { type IndexPlan, KeyIndex } from './key-index.js';
 import { keyKind } from './keyed-lookup.js';
 import { REPLICA_TABLE } from './query-guard.js';
 import type { SnapshotResult } from './read-connection.js';
@@ -59,6 +60,14 @@ export class Replica {
   private generation = 0;
   /** Bumped when the table's columns change: readers then drop their prepared statements. */
   private schemaVersion = 0;
+  /**
+   * The rows by id (README, "Point reads from the key index"), at {@link watermark} whenever set:
+   * built by {@link buildIndex}, kept by {@link apply} in the same synchronous step that moves the
+   * watermark. `refused`: too large for its budget on this replica (every read goes to DuckDB).
+   */
+  private index: KeyIndex | 'building' | 'refused' | undefined;
+  /** How the index answers each point-lookup statement (null: it cannot), by SQL text. */
+  private readonly plans = new Map<string, IndexPlan | null>();
 
   private constructor(
     readonly path: string,
@@ -177,8 +186,23 @@ export class Replica {
     }
   }
 
-  /** Applies change records (consecutive, starting at watermark + 1) in one DuckDB transaction. */
+  /**
+   * Applies change records (consecutive, starting at watermark + 1) in one DuckDB transaction, or
+   * one per run of records that starts at a `schema` record: DuckDB refuses to commit a transaction
+   * that changed a table's rows and then altered it ("another transaction has altered this table"),
+   * which used to turn a catch-up page with an update or delete before an added column into a
+   * rebuild from the base table. Each transaction still holds whole records.
+   */
   async apply(records: ChangeRecord[]): Promise<void> {
+    let start = 0;
+    for (let i = 1; i <= records.length; i++) {
+      if (i < records.length && records[i]!.kind !== 'schema') continue;
+      await this.applyOne(records.slice(start, i));
+      start = i;
+    }
+  }
+
+  private async applyOne(records: ChangeRecord[]): Promise<void> {
     if (records.length === 0) return;
     this.generation++;
     try {
@@ -201,7 +225,11 @@ export class Replica {
       if (columns !== this.columns) {
         this.schemaVersion++;
         this.readers.forgetStatements();
+        this.plans.clear();
       }
+      // The index moves with the watermark, in this same synchronous step (no read in between).
+      if (this.index instanceof KeyIndex && (columns !== this.columns || !this.index.apply(records)))
+        this.index = undefined;
       this.watermark = watermark;
       this.columns = columns;
     } catch (err) {
@@ -226,6 +254,78 @@ export class Replica {
    */
   async query(sqlText: string, params: Cell[], limits: QueryLimits): Promise<SnapshotResult> {
     return await this.readers.query(sqlText, params, limits);
+  }
+
+  /**
+   * Answers a point lookup by id from the key index, at {@link watermark}, when it can: the index
+   * is built, the statement is a lookup the index plans (DuckDB ran it once on this replica, see
+   * {@link IndexPlan}), the parameter is one well-formed string without NUL, and the row fits
+   * `limits`. Undefined otherwise: the caller runs it in DuckDB ({@link query}).
+   */
+  lookup(sqlText: string, params: Cell[], limits: QueryLimits): SnapshotResult | undefined {
+    const index = this.index;
+    if (!(index instanceof KeyIndex) || params.length !== 1) return undefined;
+    const id = params[0];
+    // The edge refuses other text already (`textProblem`); a lookup relies on it (DuckDB stops at NUL).
+    if (typeof id !== 'string' || textProblem(id) !== undefined) return undefined;
+    const plan = this.planOf(sqlText, index);
+    if (!plan) return undefined;
+    const result = index.lookup(id, plan, limits);
+    return result && { result, watermark: this.watermark };
+  }
+
+  /**
+   * True when `sqlText` is a point lookup by id and the index is neither built nor being built
+   * nor refused: the cache then builds it ({@link buildIndex}) under the board's lock.
+   */
+  wantsIndex(sqlText: string): boolean {
+    if (this.index !== undefined || this.closed || this.retired) return false;
+    const entry = this.readers.lookupEntry(sqlText);
+    return entry !== undefined && entry.lookup.kind === 'text' && entry.lookup.key.toLowerCase() === 'id';
+  }
+
+  /**
+   * Builds the key index from a scan of the table on the writer connection. The caller holds the
+   * board's lock, so no batch applies meanwhile and the index is at {@link watermark}. Past
+   * `maxBytes` the index is refused for this replica. A failure leaves no index (DuckDB serves).
+   */
+  async buildIndex(maxBytes: number): Promise<void> {
+    if (this.index !== undefined || this.closed || this.retired) return;
+    this.index = 'building';
+    this.acquire();
+    try {
+      const built = await KeyIndex.build(this.conn, this.columns, maxBytes);
+      this.index = built ?? 'refused';
+    } catch (err) {
+      // Not tried again on this replica (a re-attach or rebuild tries afresh).
+      this.index = 'refused';
+      throw err;
+    } finally {
+      this.release();
+    }
+  }
+
+  /** True when {@link lookup} would consult the index for `sqlText` (no query needs to start early). */
+  indexes(sqlText: string): boolean {
+    return this.index instanceof KeyIndex && this.planOf(sqlText, this.index) !== undefined;
+  }
+
+  /** The key index's state, for `node.stats`: rows and estimated bytes, or why there is none. */
+  get keyIndex(): { rows: number; bytes: number } | 'none' | 'building' | 'refused' {
+    const index = this.index;
+    if (index instanceof KeyIndex) return { rows: index.size, bytes: index.bytes };
+    return index ?? 'none';
+  }
+
+  private planOf(sqlText: string, index: KeyIndex): IndexPlan | undefined {
+    const known = this.plans.get(sqlText);
+    if (known !== undefined) return known ?? undefined;
+    const entry = this.readers.lookupEntry(sqlText);
+    if (!entry) return undefined;
+    const plan = index.plan(entry.lookup, entry.columns, entry.types) ?? null;
+    if (this.plans.size >= 256) this.plans.clear();
+    this.plans.set(sqlText, plan);
+    return plan ?? undefined;
   }
 
   /** Marks the replica as used by one more request; {@link release} undoes it. */
@@ -266,12 +366,13 @@ export class Replica {
     this.threads = Number(r.getRowsJS()[0]?.[0] ?? 0);
   }
 
-  /** Bytes of memory DuckDB holds for this replica (buffer manager view). */
+  /** Bytes of memory this replica holds: DuckDB's (buffer manager view) and its key index's estimate. */
   async memoryBytes(): Promise<number> {
     const r = await this.conn.runAndReadAll(
       'SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()',
     );
-    return Number(r.getRowsJS()[0]?.[0] ?? 0);
+    const index = this.index instanceof KeyIndex ? this.index.bytes : 0;
+    return Number(r.getRowsJS()[0]?.[0] ?? 0) + index;
   }
 
   /** Closes the database now (checkpointing it, so that re-attach is quick). */
@@ -283,6 +384,7 @@ export class Replica {
   private closeNow(): void {
     if (this.closed) return;
     this.closed = true;
+    this.index = undefined;
     this.readers.close();
     try {
       this.conn.closeSync();

@@ -75,7 +75,13 @@ export const handlers: { [P in ProcedureName]: Handler<P> } = {
       queries: ctx.counters.queries,
       mutations: ctx.counters.mutations,
       watchers: ctx.watch.watcherCount,
-      replicas: { ...ctx.replicas.stats(), ...ctx.replicas.counters, ...ctx.replicas.batching },
+      replicas: {
+        ...ctx.replicas.stats(),
+        ...ctx.replicas.counters,
+        ...ctx.replicas.batching,
+        keyIndexReads: ctx.replicas.paths.keyIndex,
+        duckdbReads: ctx.replicas.paths.duckdb,
+      },
     };
   },
 };
