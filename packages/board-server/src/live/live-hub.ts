@@ -63,7 +63,7 @@ export class LiveHub {
   readonly #streams = new Set<LiveStream>();
   #queryCount = 0;
   /** Counters for `node.stats`. */
-  readonly counters = { evaluations: 0, slowConsumers: 0, refused: 0 };
+  readonly counters = { evaluations: 0, syncs: 0, slowConsumers: 0, refused: 0 };
 
   constructor(private readonly settings: LiveSettings) {
     this.#heads = new HeadReader(settings.pool);
@@ -74,7 +74,14 @@ export class LiveHub {
   }
 
   /** `node.stats`' view. */
-  stats(): { streams: number; queries: number; evaluations: number; slowConsumers: number; refused: number } {
+  stats(): {
+    streams: number;
+    queries: number;
+    evaluations: number;
+    syncs: number;
+    slowConsumers: number;
+    refused: number;
+  } {
     return { streams: this.#streams.size, queries: this.#queryCount, ...this.counters };
   }
 
@@ -189,7 +196,9 @@ export class LiveHub {
       tables: input.tables,
       params: input.params,
     });
-    return JSON.parse(Buffer.concat(encoded.parts).toString('utf8')) as QueryOutcome;
+    const outcome = JSON.parse(Buffer.concat(encoded.parts).toString('utf8')) as QueryOutcome;
+    if (outcome.sync.mode !== 'none' || outcome.cache !== 'hit') this.counters.syncs++;
+    return outcome;
   }
 
   #failed(query: LiveQuery, err: unknown): void {
