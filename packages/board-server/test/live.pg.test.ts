@@ -68,24 +68,27 @@ describe('live queries on one node', () => {
 
   boardTest.beforeAll(async ({ tempDir, startNode }) => {
     env = { BOARD_DATA_DIR: await tempDir('board-live-') };
-    for (const b of ['rnd', 'rnd_ref', 'cut', 'shared', 'fails']) {
-      const r = await cli(
-        [
-          'board',
-          'create',
-          b,
-          '--column',
-          'grp:TEXT',
-          '--column',
-          'points:INTEGER',
-          '--column',
-          'flag:BOOLEAN',
-        ],
-        env,
-      );
-      expect(r.code, r.stderr).toBe(0);
-    }
     node = await startNode(env);
+    // Created beside the running node (each command adopts its PostgreSQL), all at once.
+    const created = await Promise.all(
+      ['rnd', 'rnd_ref', 'cut', 'shared', 'fails'].map((b) =>
+        cli(
+          [
+            'board',
+            'create',
+            b,
+            '--column',
+            'grp:TEXT',
+            '--column',
+            'points:INTEGER',
+            '--column',
+            'flag:BOOLEAN',
+          ],
+          env,
+        ),
+      ),
+    );
+    for (const r of created) expect(r.code, r.stderr).toBe(0);
   });
 
   const query = async (board: string, sql: string, params: Cell[] = []) =>
