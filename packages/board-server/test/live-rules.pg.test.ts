@@ -92,7 +92,7 @@ describe('live queries follow the rules of reads', () => {
       const c = live('mine', sql, reader);
       const first = await c.next();
       expect(first?.event, sql).toBe('error');
-      expect((first?.data as { _tag: string })._tag, sql).toBe(expected);
+      expect((first?.data as { _tag?: string } | undefined)?._tag, sql).toBe(expected);
       await c.end();
       expect(
         c.items.filter((i) => i.event !== 'error'),
