@@ -178,6 +178,7 @@ export class LiveHub {
     if (!query || query.failed) {
       query = new LiveQuery(
         boardId,
+        key,
         input,
         (b, i) => this.#evaluate(b, i),
         (q, err) => this.#failed(q, err),
@@ -203,6 +204,8 @@ export class LiveHub {
 
   #failed(query: LiveQuery, err: unknown): void {
     for (const s of [...query.streams]) s.fail(err);
+    // Its last stream may have left while it was evaluated: the query goes now either way.
+    this.#left(query.board, query.key, query);
   }
 
   /** A stream left `query`: the query goes with its last stream, the board's subscription with its last query. */

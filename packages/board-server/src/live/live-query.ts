@@ -46,6 +46,8 @@ export class LiveQuery {
 
   constructor(
     readonly board: string,
+    /** Its key among the board's live queries (sql, tables, params). */
+    readonly key: string,
     readonly input: LiveInput,
     private readonly evaluate: Evaluate,
     /** Called when the query failed: its streams were ended. */
