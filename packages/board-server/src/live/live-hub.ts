@@ -180,7 +180,7 @@ export class LiveHub {
         boardId,
         key,
         input,
-        (b, i) => this.#evaluate(b, i),
+        (b, i, head) => this.#evaluate(b, i, head),
         (q, err) => this.#failed(q, err),
       );
       board.queries.set(key, query);
@@ -189,13 +189,18 @@ export class LiveHub {
     return query;
   }
 
-  /** One evaluation: `query.execute`'s own path (sync, then a bounded read), decoded. */
-  async #evaluate(board: string, input: LiveInput): Promise<QueryOutcome> {
+  /**
+   * One evaluation: `query.execute`'s own path (sync, then a bounded read), decoded. `head` (a head
+   * the store has reached: announced after a commit, or read) is the floor, so the replica cache
+   * does not first run the query on the replica it knows is older.
+   */
+  async #evaluate(board: string, input: LiveInput, head: number): Promise<QueryOutcome> {
     this.counters.evaluations++;
     const encoded = await this.settings.replicas.execute(board, {
       sql: input.sql,
       tables: input.tables,
       params: input.params,
+      minWatermark: head,
     });
     const outcome = JSON.parse(Buffer.concat(encoded.parts).toString('utf8')) as QueryOutcome;
     if (outcome.sync.mode !== 'none' || outcome.cache !== 'hit') this.counters.syncs++;

@@ -11,8 +11,11 @@ export interface LiveInput {
   params: Cell[];
 }
 
-/** Runs the query the way `query.execute` does (sync the replica, then read), for one evaluation. */
-export type Evaluate = (board: string, input: LiveInput) => Promise<QueryOutcome>;
+/**
+ * Runs the query the way `query.execute` does (sync the replica, then read), for one evaluation,
+ * at or past `head` (a head the store has reached).
+ */
+export type Evaluate = (board: string, input: LiveInput, head: number) => Promise<QueryOutcome>;
 
 /**
  * One live query of a board: every subscriber of the same (board, sql, tables, params) shares it,
@@ -84,7 +87,7 @@ export class LiveQuery {
         let outcome: QueryOutcome;
         try {
           this.evaluations++;
-          outcome = await this.evaluate(this.board, this.input);
+          outcome = await this.evaluate(this.board, this.input, target);
         } catch (err) {
           this.#failed = true;
           this.onFailed(this, err);

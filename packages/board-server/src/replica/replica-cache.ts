@@ -150,7 +150,7 @@ export class ReplicaCache {
   private async executeOnce(board: string, input: QueryInput): Promise<EncodedJson<QueryOutcome>> {
     const sqlText = bindPlaceholders(input.sql, input.tables);
     const t0 = performance.now();
-    const early = this.speculate(board, sqlText, input.params);
+    const early = this.speculate(board, sqlText, input.params, input.minWatermark);
     let head: BoardHead | undefined;
     try {
       head = await this.heads.read(board);
@@ -203,15 +203,19 @@ export class ReplicaCache {
    * Starts the query on the open replica before the head is known, when the board's last request
    * found it at the head and no sync is under way (README, "Query beside its head read"): `execute`
    * uses the outcome only if its snapshot is at or past this request's head, else it syncs as
-   * usual. The replica is acquired; the caller releases it.
+   * usual. The replica is acquired; the caller releases it. Not when the request's floor is above
+   * the open replica's watermark: its outcome could not be used (a live query evaluated after a
+   * head move asks for that head, see `src/live/`).
    */
   private speculate(
     board: string,
     sqlText: string,
     params: Cell[],
+    minWatermark: number | undefined,
   ): { replica: Replica; outcome: Promise<Speculation> } | undefined {
     const replica = this.open.get(board);
     if (!replica || !this.atHead.has(board) || this.locks.has(board)) return undefined;
+    if (minWatermark !== undefined && minWatermark > replica.watermark) return undefined;
     replica.acquire();
     const outcome = replica.query(sqlText, params, this.limits).then(
       (snapshot): Speculation => ({ snapshot, at: snapshot.watermark, doneAt: performance.now() }),
