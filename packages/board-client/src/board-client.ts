@@ -1,7 +1,8 @@
 import type { Cell, QueryOutcome, WatchEvent } from '@board/protocol';
-import { Kysely, type SelectQueryBuilder } from 'kysely';
+import { type Compilable, Kysely, type SelectQueryBuilder } from 'kysely';
 import { BoardDialect, tablesFor } from './dialect.js';
 import { BoardError, errResult, okResult, type Result } from './errors.js';
+import { type LiveOptions, type LiveResult, liveStream } from './live.js';
 import { callRpc, type TransportConfig } from './transport.js';
 import type {
   BoardDatabase,
@@ -259,6 +260,46 @@ export class BoardClient<U = UserColumns> {
       });
       return r.ok ? r.value.value.head : undefined;
     });
+  }
+
+  /**
+   * Keeps a query live: an async iterator of its results, the first at (or past) the board's head
+   * when called, then a new one each time a change reaches the board's head (bursts folded, see
+   * `@board/server`'s README). Each result carries its watermark and is exactly the query's answer
+   * at it (`query.execute` at that watermark), with typed rows and what was added and removed
+   * since the previous one. The stream is shared on the node with every subscriber of the same
+   * query. It resumes by itself after a dropped connection, a node stopping or failing over, or a
+   * `SlowConsumer` cut-off (`Last-Event-ID`: no state after the last one yielded is missed);
+   * other failures (`QueryFailed`, `QueryRefused`, `ResultTooLarge`, `TokenExpired`,
+   * `TooManyLiveQueries`, ...) are thrown to the consumer. Ends when `signal` aborts.
+   * Takes SQL (rows typed by the type parameter) or a Kysely builder (rows typed by it).
+   *
+   * @example
+   * const ctl = new AbortController();
+   * for await (const r of board.live<{ state: string; n: number }>(
+   *   'SELECT state, count(*) AS n FROM {{items}} GROUP BY state ORDER BY state', { signal: ctl.signal })) {
+   *   console.log(r.watermark, r.rows); // [{ state: 'done', n: 3 }, { state: 'open', n: 5 }]
+   * }
+   * for await (const r of board.live(board.selectAll().where('state', '=', 'open').orderBy('id'))) {
+   *   render(r.rows); // typed as BoardRow<U>[]
+   * }
+   */
+  live<R = Record<string, Cell>>(sql: string, options?: LiveOptions): AsyncIterableIterator<LiveResult<R>>;
+  live<O>(query: Compilable<O>, options?: Omit<LiveOptions, 'params'>): AsyncIterableIterator<LiveResult<O>>;
+  live<R>(query: string | Compilable<R>, options: LiveOptions = {}): AsyncIterableIterator<LiveResult<R>> {
+    const compiled = typeof query === 'string' ? undefined : query.compile();
+    const sql = compiled ? compiled.sql : (query as string);
+    const params = compiled ? (compiled.parameters as Cell[]) : (options.params ?? []);
+    const floor =
+      options.minWatermark === undefined || this.#floor === undefined
+        ? (options.minWatermark ?? this.#floor)
+        : Math.max(options.minWatermark, this.#floor);
+    return liveStream<R>(
+      this.#shared.config,
+      this.boardId,
+      { sql, tables: tablesFor(sql), params, minWatermark: floor },
+      options.signal,
+    );
   }
 
   /**

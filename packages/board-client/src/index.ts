@@ -10,6 +10,7 @@ export {
   TRANSPORT_ERROR_TAGS,
   type TransportErrorTag,
 } from './errors.js';
+export type { LiveOptions, LiveResult } from './live.js';
 export type {
   BaseColumns,
   BoardDatabase,

@@ -10,6 +10,7 @@ import {
   type ClientQueryOutcome,
   connect,
   type LastRead,
+  type LiveResult,
   type Result,
   type WatchEvent,
 } from '../src/index.js';
@@ -52,6 +53,22 @@ describe('types', () => {
     expect(joined.compile().sql).toBe(
       'select "a"."id", "b"."title" as "partner" from {{items}} as "a" inner join {{items}} as "b" on "b"."id" = "a"."state"',
     );
+  });
+
+  it('types live() rows by the builder selection or the type parameter', () => {
+    const ctl = new AbortController();
+    ctl.abort();
+    const byBuilder = tasks.live(tasks.select(['id', 'points']).where('points', '>', 3), {
+      signal: ctl.signal,
+    });
+    expectTypeOf(byBuilder).toEqualTypeOf<
+      AsyncIterableIterator<LiveResult<{ id: string; points: number | null }>>
+    >();
+    const bySql = tasks.live<{ n: number }>('SELECT count(*) AS n FROM {{items}}', { signal: ctl.signal });
+    type Item = typeof bySql extends AsyncIterableIterator<infer X> ? X : never;
+    expectTypeOf<Item['rows']>().toEqualTypeOf<{ n: number }[]>();
+    // @ts-expect-error: a builder carries its own parameters
+    tasks.live(tasks.selectAll(), { params: [1] });
   });
 
   it('types a board<Row>() override and the loose default', () => {

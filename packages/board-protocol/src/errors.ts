@@ -34,6 +34,7 @@ export const ERROR_TAGS = {
   WatermarkNotReached: 200,
   CursorAhead: 200,
   SlowConsumer: 200,
+  TooManyLiveQueries: 200,
   TokenExpired: 200,
   BoardExists: 200,
   ColumnExists: 200,

@@ -42,6 +42,16 @@ export {
   type TransportErrorTag,
 } from './errors.js';
 export {
+  applyLiveDiff,
+  LAST_EVENT_ID_PATTERN,
+  LIVE_PROCEDURE,
+  LIVE_RESUMABLE_TAGS,
+  type LiveDiffEvent,
+  type LiveErrorEvent,
+  type LiveEvents,
+  type LiveResultEvent,
+} from './live.js';
+export {
   type Health,
   healthSchema,
   type NodeStats,

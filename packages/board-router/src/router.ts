@@ -1,10 +1,11 @@
 import { type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
-import { fail, HEADERS, type Health } from '@board/protocol';
+import { fail, HEADERS, type Health, LIVE_PROCEDURE } from '@board/protocol';
 import { closeServer, createHttpServer, endStream, listen, UNMATCHED_ROUTE } from '@support/server';
 import type { RouterConfig } from './config.js';
 import { routerError } from './errors.js';
 import { upstreamHeaders } from './forward.js';
 import { HedgeBudget, LatencyWindow } from './latency.js';
+import { proxyLive } from './live.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { NodePool, type UpstreamNode } from './nodes.js';
@@ -110,6 +111,15 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       return;
     }
     if (req.method === 'GET' && pathname === '/watch') return watch(req, res, url);
+    if (req.method === 'POST' && pathname === LIVE_PROCEDURE.path) {
+      const body = await readBody(req);
+      if (body === 'too-large') return refuseBody(req, res);
+      if (body === undefined) {
+        sendError(res, 'InvalidInput', 'request body cut off');
+        return;
+      }
+      return proxyLive(ctx, req, res, body);
+    }
     if (req.method === 'GET' && pathname === '/health') {
       const up = pool.nodes.filter((n) => n.state === 'up').length;
       const health = {
@@ -339,6 +349,7 @@ function routeTemplate(req: IncomingMessage): string {
   const pathname = url.split('?')[0] ?? url;
   if (req.method === 'POST' && pathname.startsWith('/rpc/')) return '/rpc/:procedure';
   if (req.method === 'GET' && ['/watch', '/health', '/metrics'].includes(pathname)) return pathname;
+  if (req.method === 'POST' && pathname === LIVE_PROCEDURE.path) return pathname;
   return UNMATCHED_ROUTE;
 }
 

@@ -150,6 +150,24 @@ export const OPTIONS = declareOptions({
     description:
       'bytes a live watch stream may hold unsent; a change that finds more queued ends the stream with error SlowConsumer (the client resumes from its last seq)',
   },
+  liveMaxStreams: {
+    env: 'BOARD_LIVE_MAX_STREAMS',
+    flag: '--live-max-streams <n>',
+    schema: z.coerce.number().int().min(0).default(10_000),
+    description: 'live query streams (POST /live) this node serves at once; beyond: error TooManyLiveQueries',
+  },
+  liveMaxPerToken: {
+    env: 'BOARD_LIVE_MAX_PER_TOKEN',
+    flag: '--live-max-per-token <n>',
+    schema: z.coerce.number().int().min(0).default(100),
+    description: 'live query streams one token may hold on this node at once (auth on)',
+  },
+  liveMaxQueries: {
+    env: 'BOARD_LIVE_MAX_QUERIES',
+    flag: '--live-max-queries <n>',
+    schema: z.coerce.number().int().min(0).default(1000),
+    description: 'distinct live queries (board, sql, tables, params) this node evaluates at once',
+  },
   logLevel: logLevelOption('BOARD_LOG_LEVEL'),
 });
 

@@ -4,6 +4,7 @@ import { closeServer, createHttpServer, listen } from '@support/server';
 import { ChangeNotifier } from './changelog/change-notifier.js';
 import { RetentionService } from './changelog/retention.js';
 import type { BoardNodeConfig } from './config.js';
+import { LiveHub } from './live/live-hub.js';
 import { createLogger, type Logger } from './log.js';
 import { BoardNodeMetrics } from './metrics.js';
 import { ReplicaCache } from './replica/replica-cache.js';
@@ -83,12 +84,26 @@ export async function startBoardNode(
     onLag: (committedMs, streams) => metrics.observeChangeLag(committedMs, streams),
   });
   const metrics = new BoardNodeMetrics(replicas, watch);
+  const live = new LiveHub({
+    replicas,
+    pool: store.pool,
+    notifier,
+    log,
+    limits: {
+      maxStreams: config.liveMaxStreams,
+      maxPerToken: config.liveMaxPerToken,
+      maxQueries: config.liveMaxQueries,
+    },
+    bufferBytes: config.watchBufferBytes,
+    heartbeatMs: config.heartbeatMs,
+  });
   const ctx: NodeContext = {
     config,
     store,
     replicas,
     notifier,
     watch,
+    live,
     log,
     startedAt: Date.now(),
     counters: { queries: 0, mutations: 0 },
@@ -106,6 +121,7 @@ export async function startBoardNode(
   } catch (err) {
     life.abort();
     watch.closeAll();
+    live.closeAll();
     await Promise.allSettled(services);
     await store.close();
     throw err;
@@ -121,6 +137,7 @@ export async function startBoardNode(
     stopping ??= (async () => {
       life.abort();
       watch.closeAll();
+      live.closeAll();
       // Watch streams were ended just above; anything idle goes now, the rest within 2 s.
       await closeServer(server, 2000);
       await Promise.allSettled(services);

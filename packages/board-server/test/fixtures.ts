@@ -3,6 +3,7 @@
  * PostgreSQL 15 server started for the suite), with cleanup that always runs.
  */
 import { type ChildProcess, execFile as execFileCb, spawn } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { pgTest, type TestStore } from '@support/pg/testing';
@@ -282,4 +283,117 @@ function parseSse(block: string): SseItem | undefined {
 /** Items that are events (not comments). */
 export function events(items: SseItem[]): { event: string; data: unknown; id?: string }[] {
   return items.filter((i): i is { event: string; data: unknown; id?: string } => 'event' in i);
+}
+
+/** An event of a live stream (`POST /live`), parsed. */
+export interface LiveItem {
+  event: string;
+  data: unknown;
+  id?: string;
+}
+
+/**
+ * A raw `POST /live` stream on a socket the test controls: `next()` waits for the next event
+ * (heartbeats skipped), `cut()` destroys the connection (a client or network gone mid-stream),
+ * `pause()`/`resume()` stop and restart reading (a slow client).
+ */
+export class LiveConnection {
+  readonly items: LiveItem[] = [];
+  status: number | undefined;
+  headers: import('node:http').IncomingHttpHeaders = {};
+  /** The answer's body when it was not a stream (status not 200). */
+  text = '';
+  ended = false;
+  #res: import('node:http').IncomingMessage | undefined;
+  #req: import('node:http').ClientRequest;
+  #read = 0;
+  #waiters: (() => void)[] = [];
+  readonly #blocks = new BlockSplitter();
+
+  constructor(
+    url: string,
+    body: unknown,
+    options: { board?: string; token?: string; lastEventId?: string; headers?: Record<string, string> } = {},
+  ) {
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...options.headers };
+    if (options.board !== undefined) headers['x-data-board'] = options.board;
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+    if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
+    const { hostname, port } = new URL(url);
+    this.#req = httpRequest(
+      { host: hostname, port: Number(port), path: '/live', method: 'POST', headers, agent: false },
+      (res) => {
+        this.#res = res;
+        this.status = res.statusCode;
+        this.headers = res.headers;
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (this.status !== 200) this.text += chunk;
+          else
+            for (const block of this.#blocks.push(chunk)) {
+              const item = parseSse(block);
+              if (item && 'event' in item) this.items.push(item);
+            }
+          this.#wake();
+        });
+        const end = () => {
+          this.ended = true;
+          this.#wake();
+        };
+        res.on('end', end);
+        res.on('close', end);
+        res.on('error', end);
+        this.#wake();
+      },
+    );
+    this.#req.on('error', () => {
+      this.ended = true;
+      this.#wake();
+    });
+    this.#req.end(typeof body === 'string' ? body : JSON.stringify(body));
+  }
+
+  #wake(): void {
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  /** Waits for the response head. */
+  async answered(): Promise<number> {
+    while (this.status === undefined && !this.ended) await new Promise<void>((r) => this.#waiters.push(r));
+    return this.status ?? 0;
+  }
+
+  /** The next event not yet taken by `next()`; undefined once the stream ended without one. */
+  async next(): Promise<LiveItem | undefined> {
+    for (;;) {
+      const item = this.items[this.#read];
+      if (item) {
+        this.#read++;
+        return item;
+      }
+      if (this.ended) return undefined;
+      await new Promise<void>((r) => this.#waiters.push(r));
+    }
+  }
+
+  /** Waits until the stream has ended (events still arrive into `items` meanwhile). */
+  async end(): Promise<void> {
+    while (!this.ended) await new Promise<void>((r) => this.#waiters.push(r));
+  }
+
+  /** Stops reading (the socket's buffers fill up). */
+  pause(): void {
+    this.#res?.pause();
+  }
+
+  /** Reads again. */
+  resume(): void {
+    this.#res?.resume();
+  }
+
+  /** Destroys the connection. */
+  cut(): void {
+    this.#req.destroy();
+    this.#res?.destroy();
+  }
 }

@@ -166,7 +166,7 @@ export class ReplicaCache {
     // A lookup the key index answers needs no DuckDB call to start beside the head read.
     const early = this.open.get(board)?.indexes(sqlText)
       ? undefined
-      : this.speculate(board, sqlText, input.params);
+      : this.speculate(board, sqlText, input.params, input.minWatermark);
     let head: BoardHead | undefined;
     try {
       head = await this.heads.read(board);
@@ -231,15 +231,19 @@ export class ReplicaCache {
    * Starts the query on the open replica before the head is known, when the board's last request
    * found it at the head and no sync is under way (README, "Query beside its head read"): `execute`
    * uses the outcome only if its snapshot is at or past this request's head, else it syncs as
-   * usual. The replica is acquired; the caller releases it.
+   * usual. The replica is acquired; the caller releases it. Not when the request's floor is above
+   * the open replica's watermark: its outcome could not be used (a live query evaluated after a
+   * head move asks for that head, see `src/live/`).
    */
   private speculate(
     board: string,
     sqlText: string,
     params: Cell[],
+    minWatermark: number | undefined,
   ): { replica: Replica; outcome: Promise<Speculation> } | undefined {
     const replica = this.open.get(board);
     if (!replica || !this.atHead.has(board) || this.locks.has(board)) return undefined;
+    if (minWatermark !== undefined && minWatermark > replica.watermark) return undefined;
     replica.acquire();
     const outcome = replica.query(sqlText, params, this.limits).then(
       (snapshot): Speculation => ({ snapshot, at: snapshot.watermark, doneAt: performance.now() }),

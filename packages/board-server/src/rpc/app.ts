@@ -3,12 +3,15 @@ import {
   ERROR_TAGS,
   fail,
   isProcedureName,
+  LAST_EVENT_ID_PATTERN,
+  LIVE_PROCEDURE,
   ok,
   PROCEDURES,
   type ProcedureInput,
   type ProcedureName,
 } from '@board/protocol';
 import { metricsAnswer, UNMATCHED_ROUTE } from '@support/server';
+import type { ZodType } from 'zod';
 import { authorize, type RequestScope } from '../auth/authorize.js';
 import { EncodedJson } from '../encoded-json.js';
 import { type BoardError, boardError, toWireError } from '../errors.js';
@@ -96,7 +99,7 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
     }
     exchange.procedure = name;
     const scope = await authorize(req.headers, PROCEDURES[name].verb, auth);
-    const input = await parseBody(req, name);
+    const input = await parseBody<unknown>(req, name, PROCEDURES[name].input);
     exchange.handlerRan = true;
     const value = await runHandler(name, ctx, scope, input);
     metrics?.procedure(name, 'ok');
@@ -129,6 +132,33 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
       .catch((err: unknown) => ctx.log.error({ err }, 'watch stream failed'));
   };
 
+  /** `POST /live`: a live query (`src/live/`), streamed like a watch once the request is valid. */
+  const live = async (exchange: Exchange) => {
+    const { req, res } = exchange;
+    const scope = await authorize(req.headers, LIVE_PROCEDURE.verb, auth);
+    const lastId = req.headers['last-event-id'];
+    if (lastId !== undefined && (typeof lastId !== 'string' || !LAST_EVENT_ID_PATTERN.test(lastId))) {
+      throw boardError(
+        'InvalidInput',
+        'Last-Event-ID must be a watermark (an integer >= 0) a live stream sent',
+      );
+    }
+    const input = await parseBody(req, LIVE_PROCEDURE.name, LIVE_PROCEDURE.input);
+    exchange.handlerRan = true;
+    const sink = new ResponseSink(res);
+    observe(exchange, 200);
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+    ctx.live
+      .open(sink, {
+        board: scope.board,
+        input,
+        resumeFrom: lastId === undefined ? undefined : Number(lastId),
+        expiresAt: scope.expiresAt,
+        token: auth.on ? bearer : undefined,
+      })
+      .catch((err: unknown) => ctx.log.error({ err }, 'live stream failed'));
+  };
+
   return (req, res) => {
     const exchange: Exchange = {
       req,
@@ -146,6 +176,9 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
       if (method === 'POST' && path.startsWith(RPC_PREFIX)) {
         exchange.route = '/rpc/:procedure';
         served = rpc(exchange, path.slice(RPC_PREFIX.length));
+      } else if (method === 'POST' && path === LIVE_PROCEDURE.path) {
+        exchange.route = LIVE_PROCEDURE.path;
+        served = live(exchange);
       } else if (method === 'GET' && path === '/watch') {
         exchange.route = '/watch';
         served = watch(exchange);
@@ -210,7 +243,11 @@ function readBody(incoming: IncomingMessage): Promise<Buffer> {
  * before `JSON.parse` (a cheap pass over the bytes; parsing deep nesting took seconds per MB with
  * the event loop blocked); then JSON, then the procedure's schema.
  */
-async function parseBody(req: IncomingMessage, name: ProcedureName): Promise<unknown> {
+async function parseBody<T>(
+  req: IncomingMessage,
+  name: ProcedureName | typeof LIVE_PROCEDURE.name,
+  schema: ZodType<T, unknown>,
+): Promise<T> {
   const bytes = await readBody(req);
   if (tooDeep(bytes)) {
     throw boardError(
@@ -230,7 +267,7 @@ async function parseBody(req: IncomingMessage, name: ProcedureName): Promise<unk
       throw boardError('InvalidInput', `request body is not valid JSON: ${(err as Error).message}`);
     }
   }
-  const parsed = PROCEDURES[name].input.safeParse(body);
+  const parsed = schema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue && issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';

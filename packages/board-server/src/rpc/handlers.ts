@@ -6,6 +6,7 @@ import { readChangesPage } from '../changelog/changes-reader.js';
 import { applyMutation, type BoardMetaCache, type Mutation } from '../changelog/mutations.js';
 import type { BoardNodeConfig } from '../config.js';
 import type { EncodedJson } from '../encoded-json.js';
+import type { LiveHub } from '../live/live-hub.js';
 import type { Logger } from '../log.js';
 import type { ReplicaCache } from '../replica/replica-cache.js';
 import type { Store } from '../store/database.js';
@@ -19,6 +20,8 @@ export interface NodeContext {
   notifier: ChangeNotifier;
   /** The node's watch streams and their per-board fan-out. */
   watch: WatchHub;
+  /** The node's live queries (`POST /live`). */
+  live: LiveHub;
   log: Logger;
   startedAt: number;
   counters: { queries: number; mutations: number };
@@ -75,6 +78,7 @@ export const handlers: { [P in ProcedureName]: Handler<P> } = {
       queries: ctx.counters.queries,
       mutations: ctx.counters.mutations,
       watchers: ctx.watch.watcherCount,
+      live: ctx.live.stats(),
       replicas: {
         ...ctx.replicas.stats(),
         ...ctx.replicas.counters,
