@@ -52,8 +52,9 @@ export class VmRuntime {
         await rm(dir, { recursive: true, force: true });
         continue;
       }
-      const vm = new Vm(record, dir);
+      const vm = new Vm(record, dir, this.deps.startupLogBytes);
       this.vms.set(id, vm);
+      if (record.uid !== undefined) this.deps.users?.claim(record.uid);
       const hasState = existsSync(join(dir, 'state.enc'));
       if (record.pid && (record.state === 'running' || record.state === 'pausing')) {
         if (await this.adopt(vm, record.pid)) {
@@ -196,6 +197,7 @@ export class VmRuntime {
           file,
           join(vm.dir, 'outgoing.sock'),
           Date.now() + SAVE_TIMEOUT_MS,
+          vm.record.uid,
         );
         this.deps.logger.info({ vm: vm.record.id, size, ms: Date.now() - started }, 'VM state saved');
       } catch (err) {
