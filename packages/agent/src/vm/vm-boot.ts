@@ -73,6 +73,11 @@ export async function bootVm(
   const user = await vmUser(deps, vm);
   const disk = from.saved ? join(vm.dir, 'disk.qcow2') : await prepareDisk(layout, vm, from);
   if (user) await chown(disk, user.uid, user.gid);
+  // A record written before base_image existed: its overlay's backing file, from the disk itself.
+  if (user && from.saved && vm.record.base_image === undefined) {
+    const backing = await backingFileOf(disk);
+    if (backing) vm.record.base_image = backing;
+  }
   const incomingSocket = join(vm.dir, 'incoming.sock');
   // Running as its own uid, QEMU gets the files it only reads as inherited descriptors.
   const inherit: string[] = [];
@@ -118,6 +123,15 @@ export async function bootVm(
     await loadStatePlain(state, incomingSocket, deadline);
     await resume(vm, deadline, true);
   } else await startGuest(vm, start!, deadline);
+}
+
+/** The backing file named in a qcow2 image's header, if any. */
+async function backingFileOf(disk: string): Promise<string | undefined> {
+  const info = JSON.parse(await run(['qemu-img', 'info', '-U', '--output=json', disk])) as {
+    'full-backing-filename'?: string;
+    'backing-filename'?: string;
+  };
+  return info['full-backing-filename'] ?? info['backing-filename'];
 }
 
 /**
