@@ -122,13 +122,20 @@ async function migrateToSocket(
   }
 }
 
-/** Streams a plain migration stream `file` (a live snapshot's `state.bin`) into QEMU's `-incoming unix:` socket. */
+/**
+ * Streams a plain migration stream `file` (a live snapshot's `state.bin`) into QEMU's `-incoming
+ * unix:` socket. QEMU closes its end as soon as it has read the stream's end marker, which may
+ * race our end of the stream ("premature close", EPIPE): such an error is not a verdict; the
+ * caller reads QEMU's status over QMP (loaded: `paused`; a failed load ends QEMU).
+ */
 export async function loadStatePlain(file: string, socketPath: string, deadline: number): Promise<void> {
   const socket = await connectUnix(socketPath, deadline);
   try {
     await pipeline(createReadStream(file), socket);
   } catch (err) {
     socket.destroy();
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE' || code === 'ECONNRESET') return;
     throw err;
   }
 }
