@@ -8,7 +8,7 @@ set -euo pipefail
 # What orch-agent runs VMs with: QEMU (microvm machine), qemu-img, the static busybox of the guest
 # images, mkfs.ext4/resize2fs, lz4 (unpacks the kernel), setpriv (util-linux), mmdebstrap (the
 # debian-12 image), skopeo + umoci (`orch-agent image import|pull` of OCI images), crun (manifest services, copied into the guest runtime).
-AGENT_DEBIAN_PACKAGES=(qemu-system-x86 qemu-utils busybox-static e2fsprogs lz4 util-linux mmdebstrap skopeo umoci crun)
+AGENT_DEBIAN_PACKAGES=(qemu-system-x86 qemu-utils busybox-static e2fsprogs lz4 util-linux mmdebstrap skopeo umoci crun nftables)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

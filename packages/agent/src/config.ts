@@ -9,6 +9,7 @@ import {
   secondsSchema,
 } from '@support/server';
 import { z } from 'zod';
+import { type Cidr, isLoopbackCidr, parseCidr } from './net/egress-rules.js';
 
 export { ConfigError } from '@support/server';
 
@@ -82,6 +83,60 @@ export const OPTIONS = declareOptions({
     schema: z.string().min(1).default('/sys'),
     description: 'GPU hosts: where sysfs is mounted (PCI devices, IOMMU groups, vfio-pci binding)',
   },
+  isolation: {
+    env: 'AGENT_ISOLATION',
+    flag: '--isolation <on|off>',
+    schema: z.enum(['on', 'off']).default('on'),
+    description:
+      'on: each VM runs as its own uid and guests cannot reach this host, link-local or private addresses (creates are refused when the rules cannot be installed); off is UNSAFE: guests reach every service of the host',
+  },
+  vmUids: {
+    env: 'AGENT_VM_UIDS',
+    flag: '--vm-uids <first-last>',
+    schema: z
+      .string()
+      .default('900000-900999')
+      .transform((v, ctx) => {
+        const m = /^(\d{1,10})-(\d{1,10})$/.exec(v.trim());
+        const first = Number(m?.[1]);
+        const last = Number(m?.[2]);
+        if (!m || first < 1000 || last < first || last > 4_294_967_294) {
+          ctx.addIssue({
+            code: 'custom',
+            message: 'must be FIRST-LAST uids, 1000 <= FIRST <= LAST < 2^32-1',
+          });
+          return z.NEVER;
+        }
+        return { first, last };
+      }),
+    description:
+      'uids the VMs run as (one per VM, none used by anything else on this host); isolation on only',
+  },
+  egressInternet: {
+    env: 'AGENT_EGRESS_INTERNET',
+    flag: '--egress-internet <allow|deny>',
+    schema: z.enum(['allow', 'deny']).default('allow'),
+    description: 'whether guests may reach public addresses (DNS to the host resolvers is always allowed)',
+  },
+  egressAllow: {
+    env: 'AGENT_EGRESS_ALLOW',
+    flag: '--egress-allow <cidrs>',
+    schema: cidrList(true),
+    description:
+      'comma-separated CIDRs guests may reach although private or link-local (never an address of this host)',
+  },
+  egressDeny: {
+    env: 'AGENT_EGRESS_DENY',
+    flag: '--egress-deny <cidrs>',
+    schema: cidrList(false),
+    description: 'comma-separated CIDRs guests may never reach (wins over the allow list)',
+  },
+  startupLogMb: {
+    env: 'AGENT_STARTUP_LOG_MB',
+    flag: '--startup-log-mb <n>',
+    schema: z.coerce.number().int().min(1).max(1024).default(8),
+    description: "MiB of a VM's startup log kept on disk (two rotated halves; offsets stay absolute)",
+  },
   s3Endpoint: {
     env: 'AGENT_S3_ENDPOINT',
     schema: z
@@ -124,6 +179,30 @@ export const OPTIONS = declareOptions({
     description: 'exports: multipart upload part size in MiB (files larger than one part go multipart)',
   },
 });
+
+/** A comma-separated CIDR list; an allow list may not name the host's loopback. */
+function cidrList(allow: boolean) {
+  return z
+    .string()
+    .default('')
+    .transform((v, ctx): Cidr[] => {
+      const out: Cidr[] = [];
+      for (const item of v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)) {
+        const cidr = parseCidr(item);
+        if (!cidr) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(item)} is not a CIDR` });
+        else if (allow && isLoopbackCidr(cidr))
+          ctx.addIssue({
+            code: 'custom',
+            message: `${JSON.stringify(item)} is this host's loopback: guests never reach the host itself`,
+          });
+        else out.push(cidr);
+      }
+      return out;
+    });
+}
 
 /** Images `orch-agent setup` can build (`AGENT_IMAGES`). */
 export const SETUP_IMAGES = ['busybox', 'debian-12'] as const;

@@ -23,6 +23,8 @@ import { ImageStore } from './images/image-store.js';
 import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
 import { AgentMetrics } from './metrics.js';
+import { installIsolation } from './net/isolation.js';
+import { groupId, VmUsers } from './net/vm-users.js';
 import { ArtifactTransfer } from './transfer/artifact-transfer.js';
 import { run, which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
@@ -85,6 +87,11 @@ export class Agent implements Service, Startable {
       ? await resolveAccelerator(config.accel, { layout, qemu: config.qemu, kernel: k?.kernel, logger })
       : 'tcg';
     const metrics = new AgentMetrics();
+    const isolation = await installIsolation(config, { root: layout.root, vmsDir: layout.vmsDir }, logger);
+    const users =
+      isolation.mode === 'on'
+        ? new VmUsers(config.vmUids, accelerator === 'kvm' ? await groupId('kvm') : undefined)
+        : undefined;
     // A GPU host detects its GPUs at every /v1/info and passes whole GPUs to VMs (gpu/).
     const gpus =
       config.kind === 'gpu'
@@ -115,6 +122,9 @@ export class Agent implements Service, Startable {
       tscKhz: await hostTscKhz(),
       bindAddress: config.host,
       bootTimeoutMs: config.bootTimeoutSec * 1000,
+      isolation,
+      users,
+      startupLogBytes: config.startupLogMb * 2 ** 20,
       stateSecret: config.token,
       logger,
       metrics,
@@ -136,6 +146,11 @@ export class Agent implements Service, Startable {
       images: await images.list(),
       image_details: await images.describe(),
       ...(gpus ? await gpus.info() : { gpus: [], gpu_devices: [], gpu_status: null }),
+      network_isolation: {
+        mode: isolation.mode,
+        active: isolation.active,
+        ...(isolation.reason ? { reason: isolation.reason } : {}),
+      },
     });
     metrics.watch({
       list: () => vms.list(),

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { malformedAnswers, runBin } from '@support/server/testing';
@@ -28,6 +29,12 @@ test('orch-agent --help lists the commands and every flag and variable', () => {
     'AGENT_HOST',
     '--boot-timeout-sec',
     'AGENT_BOOT_TIMEOUT_SEC',
+    'AGENT_ISOLATION',
+    'AGENT_VM_UIDS',
+    'AGENT_EGRESS_INTERNET',
+    'AGENT_EGRESS_ALLOW',
+    'AGENT_EGRESS_DENY',
+    'AGENT_STARTUP_LOG_MB',
   ]) {
     expect(r.stdout).toContain(name);
   }
@@ -68,6 +75,28 @@ test('orch-agent refuses bad configuration, naming every problem, with exit stat
   const setup = run(['setup', '--data-dir', ''], { AGENT_QEMU: '' });
   expect(setup.status).toBe(2);
   expect(setup.stderr).toContain('AGENT_DATA_DIR (--data-dir)');
+  const egress = run([], {
+    MICROVM_AGENT_TOKEN: 'a',
+    AGENT_ISOLATION: 'maybe',
+    AGENT_VM_UIDS: '5-2',
+    AGENT_EGRESS_INTERNET: 'sometimes',
+    AGENT_EGRESS_ALLOW: '10.1.0.0/16, 127.0.0.1, ::1',
+    AGENT_EGRESS_DENY: '10.1.0.0/33,nope',
+    AGENT_STARTUP_LOG_MB: '0',
+  });
+  expect(egress.status).toBe(2);
+  for (const text of [
+    'AGENT_ISOLATION (--isolation)',
+    'AGENT_VM_UIDS (--vm-uids): must be FIRST-LAST uids',
+    'AGENT_EGRESS_INTERNET (--egress-internet)',
+    `"127.0.0.1" is this host's loopback`,
+    `"::1" is this host's loopback`,
+    '"10.1.0.0/33" is not a CIDR',
+    '"nope" is not a CIDR',
+    'AGENT_STARTUP_LOG_MB (--startup-log-mb)',
+  ])
+    expect(egress.stderr).toContain(text);
+  expect(egress.stderr).not.toContain('"10.1.0.0/16"');
   const imp = run(['image', 'import', 'only-a-name'], {});
   expect(imp.status).toBe(2);
   expect(imp.stderr).toContain("missing required argument 'source'");
@@ -151,5 +180,44 @@ test('without QEMU the agent starts, says so, and refuses to create a VM with a 
     }
   } finally {
     await agent.stop();
+  }
+});
+
+test('isolation on but its rules cannot be installed (no nft): /v1/info says why and creates are refused with 503', async () => {
+  // A PATH with sh and setpriv but no nft; QEMU is a program that exists (nothing boots).
+  const bin = mkdtempSync(join(tmpdir(), 'orch-agent-nonft-'));
+  const data = mkdtempSync(join(tmpdir(), 'orch-agent-nonft-data-'));
+  for (const tool of ['sh', 'setpriv', 'test']) {
+    const found = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
+    if (found) symlinkSync(found, join(bin, tool));
+  }
+  const agent = await AgentProcess.start({
+    dataDir: data,
+    env: { AGENT_QEMU: '/bin/true', PATH: bin, AGENT_VM_UIDS: '911000-911009' },
+  });
+  try {
+    const info = await agent.request<{
+      network_isolation: { mode: string; active: boolean; reason: string };
+    }>('GET', '/v1/info');
+    expect(info.body.network_isolation).toMatchObject({ mode: 'on', active: false });
+    expect(info.body.network_isolation.reason).toMatch(/nft is not installed|not root/);
+    const r = await agent.request<{ error: { code: string; message: string; details: { reason: string } } }>(
+      'POST',
+      '/v1/vms',
+      {
+        id: 'vm1',
+        spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 60 },
+        manifest_inline: '',
+        startup_script: '',
+      },
+    );
+    expect(r.status).toBe(503);
+    expect(r.body.error.code).toBe('unavailable');
+    expect(r.body.error.details.reason).toBe('isolation_unavailable');
+    expect(r.body.error.message).toContain('AGENT_ISOLATION=off');
+  } finally {
+    await agent.stop();
+    rmSync(bin, { recursive: true, force: true });
+    rmSync(data, { recursive: true, force: true });
   }
 });

@@ -6,7 +6,7 @@ import { Vm, type VmRecord } from '../src/vm/vm.js';
 const STATES = Object.keys(AGENT_VM_TRANSITIONS) as AgentVmState[];
 
 function vmIn(state: AgentVmState): Vm {
-  return new Vm({ id: 'vm-1', state } as VmRecord, '/nonexistent');
+  return new Vm({ id: 'vm-1', state } as VmRecord, '/nonexistent', 1 << 20);
 }
 
 describe('Vm.moveTo', () => {

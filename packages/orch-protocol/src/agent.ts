@@ -77,6 +77,14 @@ export const AgentInfo = z
     gpu_devices: z.array(AgentGpuDevice).max(1024).default([]),
     /** GPU detection and passthrough state; null from agents that do not detect GPUs. */
     gpu_status: AgentGpuStatus.nullable().default(null),
+    /**
+     * Whether the host's guests are isolated from it (its loopback, its addresses, link-local and
+     * private ranges): `mode` as configured, `active` once the agent's rules are in place; `reason`
+     * when it is not active. Absent from older agents.
+     */
+    network_isolation: z
+      .object({ mode: z.enum(['on', 'off']), active: z.boolean(), reason: text(1000).optional() })
+      .optional(),
   })
   .meta({ id: 'AgentInfo' });
 export type AgentInfo = z.infer<typeof AgentInfo>;

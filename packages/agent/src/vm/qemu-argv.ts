@@ -10,6 +10,11 @@ export interface QemuArgs {
   /** Kernel command line; a live restore must reuse the one the snapshot was taken with. */
   readonly append: string;
   readonly disk: string;
+  /**
+   * Where QEMU opens the overlay's backing image instead of the path in its header (a VM running as
+   * its own uid gets the image as an inherited descriptor, `/proc/self/fd/N`); unset: the header's.
+   */
+  readonly backingFile?: string;
   readonly dir: string;
   /** guest port -> host port, bound on `bindAddress`. */
   readonly forwards: readonly { readonly guest: number; readonly host: number }[];
@@ -22,9 +27,10 @@ export interface QemuArgs {
    * always had and a live restore (same manifest) gets the same devices in the same order.
    */
   readonly serviceDisks?: readonly string[];
-  /** Set for a live restore: QEMU waits for the migration stream from this file. */
-  readonly incomingStateFile?: string;
-  /** Set for a resume in place: QEMU waits for the (decrypted) migration stream on this socket. */
+  /**
+   * Set for a live restore and a resume in place: QEMU waits for the migration stream on this
+   * socket, which the agent feeds (a snapshot's `state.bin`, or the decrypted saved state).
+   */
   readonly incomingSocket?: string;
 }
 
@@ -39,14 +45,13 @@ export function kernelCmdline(vmId: string, tscKhz: number | undefined): string 
   ].join(' ');
 }
 
-const sh = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
-
 /**
  * The QEMU argv of a VM: `-M microvm` (no PCI, no firmware: ~1.7 s to a shell under TCG vs ~2.0 s
  * for q35, notes/qemu-microvm.md), virtio-mmio devices in a fixed order (a live restore needs the
  * same devices in the same order), serial console, QMP, user-mode networking with one hostfwd per
  * exposed port, the guest agent's virtio-serial port `agent0` and the startup log port `log0`
- * (written to the file `startup.log`).
+ * (a socket the agent reads into the bounded `startup.log`, startup-log.ts; while nobody reads it
+ * the guest's writes block, so a flood is throttled, never buffered).
  */
 export function qemuArgv(a: QemuArgs): string[] {
   const hostfwd = a.forwards.map((f) => `,hostfwd=tcp:${a.bindAddress}:${f.host}-:${f.guest}`).join('');
@@ -76,7 +81,7 @@ export function qemuArgv(a: QemuArgs): string[] {
     '-serial',
     'chardev:con',
     '-drive',
-    `id=root,file=${a.disk},format=qcow2,if=none,cache=writeback`,
+    `id=root,file=${a.disk},format=qcow2,if=none,cache=writeback${a.backingFile ? `,backing.file.filename=${a.backingFile}` : ''}`,
     '-device',
     'virtio-blk-device,drive=root',
     '-netdev',
@@ -90,7 +95,7 @@ export function qemuArgv(a: QemuArgs): string[] {
     '-device',
     'virtserialport,chardev=agent,name=agent0',
     '-chardev',
-    `file,id=log,path=${a.dir}/startup.log,append=on`,
+    `socket,id=log,path=${a.dir}/log.sock,server=on,wait=off`,
     '-device',
     'virtserialport,chardev=log,name=log0',
     '-device',
@@ -103,7 +108,6 @@ export function qemuArgv(a: QemuArgs): string[] {
     ]),
     '-qmp',
     `unix:${a.dir}/qmp.sock,server=on,wait=off`,
-    ...(a.incomingStateFile ? ['-incoming', `exec:cat ${sh(a.incomingStateFile)}`] : []),
     ...(a.incomingSocket ? ['-incoming', `unix:${a.incomingSocket}`] : []),
   ];
 }

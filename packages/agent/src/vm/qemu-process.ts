@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { open, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { VmUser } from '../net/isolation.js';
 import type { Vm } from './vm.js';
 
 /** The QEMU of one VM: a child of this agent, or one adopted from a previous agent run. */
@@ -14,6 +15,11 @@ export interface QemuHandle {
   kill(): void;
 }
 
+/** The path by which QEMU opens the `index`-th file of `spawnQemu`'s `inherit` (descriptor 3 + index). */
+export function inheritedPath(index: number): string {
+  return `/proc/self/fd/${3 + index}`;
+}
+
 /** How often an adopted QEMU (not our child: no exit event) is checked for life. */
 const ADOPTED_POLL_MS = 500;
 
@@ -23,20 +29,42 @@ const ADOPTED_POLL_MS = 500;
  * VMs running, to be re-adopted by the next agent start ({@link adoptQemu}). Its stderr goes to
  * `qemu.stderr` in the VM's directory (a pipe to a dead agent would break), whose tail is quoted in
  * error messages. `onExit` is called when it exits.
+ *
+ * With `user` (network isolation on), QEMU runs as that uid through `setpriv` (groups cleared, no
+ * new privileges, no capabilities), and `inherit` are files the agent opens for it (read-only)
+ * and passes as descriptors 3, 4, ... (`/proc/self/fd/N` in its argv: {@link inheritedPath}), so
+ * that QEMU needs no access to the paths of the kernel, the initramfs or the images.
  */
 export function spawnQemu(
   vm: Vm,
   qemu: string,
   argv: readonly string[],
   onExit: (code: number | null, signal: NodeJS.Signals | null) => void,
+  opts: { readonly user?: VmUser | undefined; readonly inherit?: readonly string[] } = {},
 ): void {
   const stderrFile = join(vm.dir, 'qemu.stderr');
-  const fd = openSync(stderrFile, 'w', 0o600);
+  const fds = [openSync(stderrFile, 'w', 0o600)];
   let proc: ReturnType<typeof spawn>;
   try {
-    proc = spawn(qemu, argv, { stdio: ['ignore', 'ignore', fd], detached: true });
+    for (const file of opts.inherit ?? []) fds.push(openSync(file, 'r'));
+    const [cmd, args] = opts.user
+      ? [
+          'setpriv',
+          [
+            `--reuid=${opts.user.uid}`,
+            `--regid=${opts.user.gid}`,
+            opts.user.groups.length ? `--groups=${opts.user.groups.join(',')}` : '--clear-groups',
+            '--inh-caps=-all',
+            '--no-new-privs',
+            '--',
+            qemu,
+            ...argv,
+          ],
+        ]
+      : [qemu, argv];
+    proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', ...fds], detached: true });
   } finally {
-    closeSync(fd);
+    for (const fd of fds) closeSync(fd);
   }
   proc.unref();
   let done = false;
@@ -119,6 +147,7 @@ export async function endQemu(vm: Vm): Promise<void> {
   vm.qmp?.close();
   vm.channel?.close();
   vm.console?.destroy();
+  vm.log.detach();
   for (const c of vm.consoleClients) c(Buffer.alloc(0));
   vm.consoleClients.clear();
 }

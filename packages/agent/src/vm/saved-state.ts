@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { open, rm, stat, writeFile } from 'node:fs/promises';
+import { chown, open, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import { pipeline } from 'node:stream/promises';
 import { sleep } from '@support/server';
@@ -35,7 +35,8 @@ function key(secret: string, salt: Buffer): Buffer {
 
 /**
  * Migrates the stopped VM behind `qmp` into the encrypted `file`, through a listening socket at
- * `socketPath`. Resolves when QEMU reports the migration `completed` and the file is complete.
+ * `socketPath` (owned by `owner`, the VM's uid, so that its QEMU may connect). Resolves when QEMU
+ * reports the migration `completed` and the file is complete.
  */
 export async function saveState(
   qmp: Qmp,
@@ -43,25 +44,65 @@ export async function saveState(
   file: string,
   socketPath: string,
   deadline: number,
+  owner?: number,
 ): Promise<number> {
-  await rm(socketPath, { force: true });
   const salt = randomBytes(SALT);
   const iv = randomBytes(IV);
   const cipher = createCipheriv('aes-256-gcm', key(secret, salt), iv);
   await writeFile(file, Buffer.concat([MAGIC, salt, iv]), { mode: 0o600 });
+  try {
+    await migrateToSocket(qmp, socketPath, deadline, owner, (socket) =>
+      pipeline(socket, cipher, createWriteStream(file, { flags: 'a' })),
+    );
+    await writeFile(file, cipher.getAuthTag(), { flag: 'a' });
+  } catch (err) {
+    await rm(file, { force: true });
+    throw err;
+  }
+  return (await stat(file)).size;
+}
+
+/**
+ * Migrates the stopped VM behind `qmp` into the plain file `file` (a live snapshot's `state.bin`)
+ * through the agent's socket `socketPath`: QEMU, which may run as the VM's own uid, never opens a
+ * file of the snapshot directory itself.
+ */
+export async function saveStatePlain(
+  qmp: Qmp,
+  file: string,
+  socketPath: string,
+  deadline: number,
+  owner?: number,
+): Promise<void> {
+  await migrateToSocket(qmp, socketPath, deadline, owner, (socket) =>
+    pipeline(socket, createWriteStream(file, { mode: 0o600 })),
+  );
+}
+
+/** `migrate unix:socketPath` to a socket of the agent whose one connection goes to `sink`. */
+async function migrateToSocket(
+  qmp: Qmp,
+  socketPath: string,
+  deadline: number,
+  owner: number | undefined,
+  sink: (socket: Socket) => Promise<void>,
+): Promise<void> {
+  await rm(socketPath, { force: true });
   const server = createServer();
   const received = new Promise<void>((resolve, reject) => {
     server.once('connection', (socket: Socket) => {
       server.close();
-      pipeline(socket, cipher, createWriteStream(file, { flags: 'a' })).then(resolve, reject);
+      sink(socket).then(resolve, reject);
     });
     server.once('error', reject);
   });
+  received.catch(() => undefined);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => resolve());
   });
   try {
+    if (owner !== undefined) await chown(socketPath, owner, owner);
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 8 * 2 ** 30 });
     await qmp.execute('migrate', { uri: `unix:${socketPath}` });
     for (;;) {
@@ -73,15 +114,30 @@ export async function saveState(
       await sleep(10);
     }
     await received;
-    await writeFile(file, cipher.getAuthTag(), { flag: 'a' });
   } catch (err) {
     server.close();
-    await rm(file, { force: true });
     throw err;
   } finally {
     await rm(socketPath, { force: true });
   }
-  return (await stat(file)).size;
+}
+
+/**
+ * Streams a plain migration stream `file` (a live snapshot's `state.bin`) into QEMU's `-incoming
+ * unix:` socket. QEMU closes its end as soon as it has read the stream's end marker, which may
+ * race our end of the stream ("premature close", EPIPE): such an error is not a verdict; the
+ * caller reads QEMU's status over QMP (loaded: `paused`; a failed load ends QEMU).
+ */
+export async function loadStatePlain(file: string, socketPath: string, deadline: number): Promise<void> {
+  const socket = await connectUnix(socketPath, deadline);
+  try {
+    await pipeline(createReadStream(file), socket);
+  } catch (err) {
+    socket.destroy();
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE' || code === 'ECONNRESET') return;
+    throw err;
+  }
 }
 
 /** Opens the encrypted `file`: its decipher (tag set) and the byte range of the ciphertext. */

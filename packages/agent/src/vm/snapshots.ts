@@ -1,16 +1,19 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { copyFile, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { AgentVm, CreateSnapshotRequest, SnapshotArtifact } from '@orch/protocol';
-import { sleep } from '@support/server';
 import type { Logger } from 'pino';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
 import { CommandError, run } from '../util/run.js';
 import type { Accelerator } from './accel.js';
-import { shellQuote, type Vm } from './vm.js';
+import { saveStatePlain } from './saved-state.js';
+import type { Vm } from './vm.js';
+
+/** How long the migration stream of a live snapshot may take before it falls back to disk. */
+const LIVE_TIMEOUT_MS = 300_000;
 
 /** What `snapshots/<id>/snapshot.json` holds. */
 export interface SnapshotMeta extends SnapshotArtifact {
@@ -49,7 +52,7 @@ export class Snapshots {
    * Writes snapshot `req.snapshot_id` of a running VM; the caller serializes it with the VM's other
    * work. The VM is paused (QMP `stop`, which drains and flushes the disk) for the copy and resumed
    * after. Disk: a flattened standalone qcow2 of the root disk. Live: the migration stream (memory
-   * and devices, `exec:cat > state.bin`) plus the same disk copy; if the migration fails, the
+   * and devices, migrated to a socket of the agent into `state.bin`) plus the same disk copy; if the migration fails, the
    * snapshot falls back to disk and says `kind: disk`.
    */
   async take(vm: Vm, req: CreateSnapshotRequest): Promise<SnapshotArtifact> {
@@ -68,16 +71,14 @@ export class Snapshots {
       await qmp.execute('stop');
       if (req.live) {
         try {
-          await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 8 * 2 ** 30 });
-          const state = join(dir, 'state.bin');
-          await qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(state)}` });
-          for (;;) {
-            const m = await qmp.execute<{ status?: string; 'error-desc'?: string }>('query-migrate');
-            if (m.status === 'completed') break;
-            if (m.status === 'failed' || m.status === 'cancelled')
-              throw new Error(m['error-desc'] ?? `migration ${m.status}`);
-            await sleep(10);
-          }
+          // Through a socket of the agent: QEMU (the VM's own uid) cannot write the snapshot dir.
+          await saveStatePlain(
+            qmp,
+            join(dir, 'state.bin'),
+            join(vm.dir, 'snapshot.sock'),
+            Date.now() + LIVE_TIMEOUT_MS,
+            vm.record.uid,
+          );
           kind = 'live';
         } catch (err) {
           logger.warn(
@@ -88,8 +89,7 @@ export class Snapshots {
         }
       }
       await flattenDisk(vm.dir, dir);
-      if (kind === 'live')
-        await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
+      if (kind === 'live') await vm.log.copyTo(join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
       throw await snapshotFailed(dir, err);
     } finally {
@@ -120,7 +120,7 @@ export class Snapshots {
     try {
       await decrypt(join(dir, 'state.bin'));
       await flattenDisk(vm.dir, dir);
-      await copyFile(join(vm.dir, 'startup.log'), join(dir, 'startup.log')).catch(() => undefined);
+      await vm.log.copyTo(join(dir, 'startup.log')).catch(() => undefined);
     } catch (err) {
       throw await snapshotFailed(dir, err);
     }

@@ -1,19 +1,20 @@
-import { copyFile } from 'node:fs/promises';
+import { chmod, chown } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CreateVmRequest } from '@orch/protocol';
 import { sleep } from '@support/server';
 import { AgentError, isDiskFull } from '../errors.js';
 import { withGpuPassthrough } from '../gpu/passthrough-argv.js';
 import type { Layout } from '../images/layout.js';
+import type { VmUsers } from '../net/vm-users.js';
 import { run } from '../util/run.js';
 import type { Accelerator } from './accel.js';
 import { GuestChannel } from './guest-channel.js';
 import { randomMac, reidentifyScript } from './guest-identity.js';
 import { connectUnix } from './line-socket.js';
 import { qemuArgv } from './qemu-argv.js';
-import { spawnQemu } from './qemu-process.js';
+import { inheritedPath, spawnQemu } from './qemu-process.js';
 import { Qmp } from './qmp.js';
-import { loadState } from './saved-state.js';
+import { loadState, loadStatePlain } from './saved-state.js';
 import { type PreparedService, servicesStartupField } from './services.js';
 import type { SnapshotMeta } from './snapshots.js';
 import { shellQuote, type Vm } from './vm.js';
@@ -47,6 +48,8 @@ export interface BootDeps {
   readonly accelerator: Accelerator;
   readonly bindAddress: string;
   readonly bootTimeoutMs: number;
+  /** The VMs' uids when network isolation is on (each QEMU runs as its own); undefined when off. */
+  readonly users: VmUsers | undefined;
 }
 
 /**
@@ -67,30 +70,42 @@ export async function bootVm(
   },
 ): Promise<void> {
   const { layout } = deps;
+  const user = await vmUser(deps, vm);
   const disk = from.saved ? join(vm.dir, 'disk.qcow2') : await prepareDisk(layout, vm, from);
+  if (user) await chown(disk, user.uid, user.gid);
+  // A record written before base_image existed: its overlay's backing file, from the disk itself.
+  if (user && from.saved && vm.record.base_image === undefined) {
+    const backing = await backingFileOf(disk);
+    if (backing) vm.record.base_image = backing;
+  }
   const incomingSocket = join(vm.dir, 'incoming.sock');
+  // Running as its own uid, QEMU gets the files it only reads as inherited descriptors.
+  const inherit: string[] = [];
+  const input = (file: string) => {
+    if (!user) return file;
+    inherit.push(file);
+    return inheritedPath(inherit.length - 1);
+  };
   const microvmArgv = qemuArgv({
     accelerator: deps.accelerator,
     cpus: vm.record.spec.cpus,
     ramMb: vm.record.spec.ram_mb,
-    kernel: from.kernelFile,
-    initramfs: layout.initramfs,
+    kernel: input(from.kernelFile),
+    initramfs: input(layout.initramfs),
     append: vm.record.append,
     disk,
+    ...(user && vm.record.base_image ? { backingFile: input(vm.record.base_image) } : {}),
     dir: vm.dir,
     forwards: vm.record.ports.map((p) => ({ guest: p.port, host: p.host_port })),
-    serviceDisks: vm.record.service_disks ?? [],
+    serviceDisks: (vm.record.service_disks ?? []).map(input),
     bindAddress: deps.bindAddress,
     ...(vm.record.mac ? { mac: vm.record.mac } : {}),
-    ...(from.live
-      ? { incomingStateFile: join(layout.snapshotDir(from.snapshot!.snapshot_id), 'state.bin') }
-      : {}),
-    ...(from.saved ? { incomingSocket } : {}),
+    ...(from.saved || from.live ? { incomingSocket } : {}),
   });
   const gpus = vm.record.gpu_passthrough ?? [];
   const argv = gpus.length > 0 ? withGpuPassthrough(microvmArgv, gpus) : microvmArgv;
   if (vm.intentionalStop) return;
-  spawnQemu(vm, deps.qemu, argv, hooks.onExit);
+  spawnQemu(vm, deps.qemu, argv, hooks.onExit, { user, inherit });
   vm.record.pid = vm.qemu?.pid ?? null;
   await hooks.onSpawned();
   const deadline = Date.now() + deps.bootTimeoutMs;
@@ -98,12 +113,41 @@ export async function bootVm(
   vm.console = await connectUnix(join(vm.dir, 'console.sock'), deadline);
   vm.console.on('data', (b: Buffer) => vm.pushConsole(b));
   vm.console.on('error', () => undefined);
+  await vm.log.attach(join(vm.dir, 'log.sock'), deadline);
   vm.channel = await GuestChannel.connect(join(vm.dir, 'agent.sock'), deadline);
   if (from.saved) {
     await loadState(from.saved.secret, from.saved.file, incomingSocket, deadline);
     await resume(vm, deadline, false);
-  } else if (from.live) await resume(vm, deadline, true);
-  else await startGuest(vm, start!, deadline);
+  } else if (from.live) {
+    const state = join(layout.snapshotDir(from.snapshot!.snapshot_id), 'state.bin');
+    await loadStatePlain(state, incomingSocket, deadline);
+    await resume(vm, deadline, true);
+  } else await startGuest(vm, start!, deadline);
+}
+
+/** The backing file named in a qcow2 image's header, if any. */
+async function backingFileOf(disk: string): Promise<string | undefined> {
+  const info = JSON.parse(await run(['qemu-img', 'info', '-U', '--output=json', disk])) as {
+    'full-backing-filename'?: string;
+    'backing-filename'?: string;
+  };
+  return info['full-backing-filename'] ?? info['backing-filename'];
+}
+
+/**
+ * The identity of the VM's QEMU when isolation is on: its recorded uid (a resume or restart keeps
+ * it), or a fresh one of the range; its directory becomes `root:<its group>` mode 1770, so QEMU
+ * can create its sockets there but cannot replace or remove the agent's files (sticky bit).
+ */
+async function vmUser(deps: BootDeps, vm: Vm) {
+  if (!deps.users) return undefined;
+  const uid = vm.record.uid;
+  if (uid === undefined || !deps.users.inRange(uid)) vm.record.uid = await deps.users.allocate();
+  else deps.users.claim(uid);
+  const user = deps.users.user(vm.record.uid!);
+  await chown(vm.dir, 0, user.gid);
+  await chmod(vm.dir, 0o1770);
+  return user;
 }
 
 /**
@@ -120,8 +164,7 @@ async function prepareDisk(layout: Layout, vm: Vm, from: BootSource): Promise<st
       const snapDir = layout.snapshotDir(from.snapshot!.snapshot_id);
       await run(['cp', '--sparse=always', join(snapDir, 'disk.qcow2'), disk]);
       // A live restore continues the startup script's log (its processes continue too).
-      if (from.live)
-        await copyFile(join(snapDir, 'startup.log'), join(vm.dir, 'startup.log')).catch(() => undefined);
+      if (from.live) await vm.log.seed(join(snapDir, 'startup.log')).catch(() => undefined);
       if (!from.live && vm.record.spec.storage_gb > from.snapshot!.spec.storage_gb) {
         await run(['qemu-img', 'resize', '-q', disk, size]);
       }
@@ -198,6 +241,7 @@ export async function attachVm(vm: Vm, deadline: number): Promise<void> {
   vm.console = await connectUnix(join(vm.dir, 'console.sock'), deadline);
   vm.console.on('data', (b: Buffer) => vm.pushConsole(b));
   vm.console.on('error', () => undefined);
+  await vm.log.attach(join(vm.dir, 'log.sock'), deadline);
   vm.channel = await GuestChannel.connect(join(vm.dir, 'agent.sock'), deadline);
   const status = await vm.qmp.execute<{ status: string }>('query-status');
   if (status.status !== 'running') {

@@ -1,4 +1,4 @@
-import { type FileHandle, mkdir, open, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type AgentVm,
@@ -9,7 +9,6 @@ import {
   type ExecRequest,
   type ExecResult,
   type LogWindowQuery,
-  logWindow,
   type Resources,
   type SnapshotArtifact,
 } from '@orch/protocol';
@@ -21,6 +20,8 @@ import type { ImageStore } from '../images/image-store.js';
 import { DEFAULT_IMAGE, type Layout } from '../images/layout.js';
 import type { KernelMeta } from '../images/setup.js';
 import type { AgentMetrics, BootMode } from '../metrics.js';
+import { type IsolationStatus, requireIsolation } from '../net/isolation.js';
+import type { VmUsers } from '../net/vm-users.js';
 import type { Accelerator } from './accel.js';
 import type { GuestChannel } from './guest-channel.js';
 import { randomMac } from './guest-identity.js';
@@ -47,6 +48,12 @@ export interface VmManagerDeps {
   readonly tscKhz: number | undefined;
   readonly bindAddress: string;
   readonly bootTimeoutMs: number;
+  /** Network isolation: whether it is on and installed (creates are refused when on but not installed). */
+  readonly isolation: IsolationStatus;
+  /** The VMs' uids when isolation is on; undefined when it is off. */
+  readonly users: VmUsers | undefined;
+  /** Bytes of each VM's startup log kept on disk (startup-log.ts). */
+  readonly startupLogBytes: number;
   /** The agent's bearer token: the key of paused VMs' saved state is derived from it (saved-state.ts). */
   readonly stateSecret: string;
   readonly logger: Logger;
@@ -131,6 +138,7 @@ export class VmManager {
         'install Debian package qemu-system-x86 (orch-agent setup does)',
       );
     }
+    requireIsolation(this.deps.isolation);
     const kernel = await this.deps.kernel();
     if (!kernel)
       throw AgentError.unavailable('no guest kernel on this host: run orch-agent setup', {
@@ -177,8 +185,10 @@ export class VmManager {
         mac: randomMac(),
         services: initialStatuses(services.map((s) => s.service)),
         service_disks: services.map((s) => s.imageFile),
+        ...(baseImage ? { base_image: baseImage } : {}),
       },
       dir,
+      this.deps.startupLogBytes,
     );
     vm.portsHeld = true;
     const kernelFile = liveKernel ?? kernel.kernel;
@@ -190,6 +200,17 @@ export class VmManager {
         await rm(dir, { recursive: true, force: true });
         throw err;
       });
+    if (vm.record.gpu_passthrough?.length && this.deps.users) {
+      // VFIO needs root's device access and locked memory: an isolated GPU VM is not done yet, and
+      // running its QEMU as root would leave its network open. Refused, not run open.
+      await this.deps.gpus?.release(req.id);
+      this.rt.releasePorts(vm);
+      await rm(dir, { recursive: true, force: true });
+      throw AgentError.unavailable(
+        'a VM with GPU passthrough cannot run under network isolation yet (its QEMU would need root for VFIO); AGENT_ISOLATION=off on GPU hosts runs it without isolation (unsafe)',
+        { reason: 'isolation_unavailable' },
+      );
+    }
     this.vms.set(req.id, vm);
     await this.rt.save(vm);
     const mode: BootMode = live ? 'live_restore' : fromSnapshot ? 'disk_snapshot' : 'cold';
@@ -205,6 +226,7 @@ export class VmManager {
     await vm.busy.catch(() => undefined);
     await this.rt.halt(vm, vm.record.state === 'error' ? 'error' : 'stopped', vm.record.error);
     await rm(vm.dir, { recursive: true, force: true });
+    this.deps.users?.release(vm.record.uid);
     this.deps.logger.info({ vm: id }, 'VM deleted');
   }
 
@@ -300,25 +322,11 @@ export class VmManager {
 
   /**
    * `GET /v1/vms/{id}/log`: a window of the startup script's output so far (see `logWindow` of
-   * @orch/protocol); a VM whose script has written nothing yet has an empty log.
+   * @orch/protocol; offsets are absolute, and what rotation dropped is gone: startup-log.ts); a VM
+   * whose script has written nothing yet has an empty log.
    */
   async log(id: string, query: LogWindowQuery): Promise<{ bytes: Buffer; offset: number; size: number }> {
-    const vm = this.vm(id);
-    let file: FileHandle;
-    try {
-      file = await open(join(vm.dir, 'startup.log'), 'r');
-    } catch {
-      return { bytes: Buffer.alloc(0), offset: 0, size: 0 };
-    }
-    try {
-      const { size } = await file.stat();
-      const { start, length } = logWindow(size, query);
-      const bytes = Buffer.alloc(length);
-      const { bytesRead } = await file.read(bytes, 0, length, start);
-      return { bytes: bytes.subarray(0, bytesRead), offset: start, size };
-    } finally {
-      await file.close();
-    }
+    return this.vm(id).log.read(query);
   }
 
   /** `GET /v1/vms/{id}/log?service=NAME`: see {@link VmServices.log}; the VM must be running. */

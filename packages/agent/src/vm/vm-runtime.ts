@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setLongTimeout } from '@support/server';
 import { AgentError } from '../errors.js';
@@ -52,8 +53,9 @@ export class VmRuntime {
         await rm(dir, { recursive: true, force: true });
         continue;
       }
-      const vm = new Vm(record, dir);
+      const vm = new Vm(record, dir, this.deps.startupLogBytes);
       this.vms.set(id, vm);
+      if (record.uid !== undefined) this.deps.users?.claim(record.uid);
       const hasState = existsSync(join(dir, 'state.enc'));
       if (record.pid && (record.state === 'running' || record.state === 'pausing')) {
         if (await this.adopt(vm, record.pid)) {
@@ -196,6 +198,7 @@ export class VmRuntime {
           file,
           join(vm.dir, 'outgoing.sock'),
           Date.now() + SAVE_TIMEOUT_MS,
+          vm.record.uid,
         );
         this.deps.logger.info({ vm: vm.record.id, size, ms: Date.now() - started }, 'VM state saved');
       } catch (err) {
@@ -324,8 +327,11 @@ export class VmRuntime {
     await task;
   }
 
+  /** Writes the record whole (a temp file renamed over `vm.json`: a reader or a crash never sees half of it). */
   async save(vm: Vm): Promise<void> {
     if (!existsSync(vm.dir)) return;
-    await writeFile(join(vm.dir, 'vm.json'), `${JSON.stringify(vm.record, null, 2)}\n`);
+    const tmp = join(vm.dir, `vm.json.${randomBytes(4).toString('hex')}.tmp`);
+    await writeFile(tmp, `${JSON.stringify(vm.record, null, 2)}\n`);
+    await rename(tmp, join(vm.dir, 'vm.json'));
   }
 }

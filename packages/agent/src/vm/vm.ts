@@ -5,6 +5,7 @@ import type { PassthroughGpu } from '../gpu/passthrough-argv.js';
 import type { GuestChannel } from './guest-channel.js';
 import type { QemuHandle } from './qemu-process.js';
 import type { Qmp } from './qmp.js';
+import { StartupLog } from './startup-log.js';
 
 /** What `vms/<id>/vm.json` holds: the AgentVm plus what a restart needs. Never a secret. */
 export interface VmRecord extends AgentVm {
@@ -24,6 +25,13 @@ export interface VmRecord extends AgentVm {
   service_disks?: string[];
   /** Whole GPUs passed through (their IOMMU groups' PCI functions, bound to vfio-pci): gpu/. */
   gpu_passthrough?: PassthroughGpu[];
+  /**
+   * The uid its QEMU runs as (network isolation, net/vm-users.ts); kept across pause/resume and
+   * agent restarts, since the egress rules match on it. Absent when isolation is off.
+   */
+  uid?: number;
+  /** The image its disk is a thin overlay of (QEMU running as `uid` gets it as a descriptor). */
+  base_image?: string;
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;
@@ -49,11 +57,16 @@ export class Vm {
   intentionalStop = false;
   /** Whether its `record.ports` are reserved in HostPorts (not while paused or stopped). */
   portsHeld = false;
+  /** Its startup log on the host (bounded, rotated: startup-log.ts). */
+  readonly log: StartupLog;
 
   constructor(
     public record: VmRecord,
     readonly dir: string,
-  ) {}
+    startupLogBytes: number,
+  ) {
+    this.log = new StartupLog(dir, startupLogBytes);
+  }
 
   /**
    * Moves the record to `to` if `AGENT_VM_TRANSITIONS` allows it from the current state (staying in
@@ -82,6 +95,8 @@ export class Vm {
       resume_at_start: _resume,
       kernel: _kernel,
       service_disks: _disks,
+      uid: _uid,
+      base_image: _base,
       ...vm
     } = this.record;
     // A paused VM forwards nothing: its host ports are released (kept in the record to be asked
