@@ -21,6 +21,12 @@ export interface VmRecord extends AgentVm {
   kernel?: string;
   /** The image files of its services' disks, in device order (a resume in place needs the same). */
   service_disks?: string[];
+  /**
+   * The image its root filesystem descends from: the one it booted, or the one the snapshot it
+   * started from descends from (recorded in that snapshot); absent when unknown (records and
+   * snapshots written before it was kept).
+   */
+  base_image?: string;
 }
 
 const CONSOLE_TAIL_BYTES = 64 * 1024;
@@ -79,6 +85,7 @@ export class Vm {
       resume_at_start: _resume,
       kernel: _kernel,
       service_disks: _disks,
+      base_image: _base,
       ...vm
     } = this.record;
     // A paused VM forwards nothing: its host ports are released (kept in the record to be asked
