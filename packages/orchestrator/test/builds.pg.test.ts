@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Build, Environment, Snapshot } from '@orch/protocol';
 import { describeStore, pgTest } from '@support/pg/testing';
 import { createParser } from 'eventsource-parser';
@@ -6,6 +9,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
+import { buildThenRunSteps, masked } from './readme-flow.js';
+import { orchCli } from './run-cli.js';
 
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
 const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
@@ -69,7 +74,10 @@ describeStore('server')('builds on the server store', () => {
   afterAll(async () => {
     await orchd?.stop();
     await agent?.close();
+    rmSync(config, { recursive: true, force: true });
   });
+  const config = mkdtempSync(join(tmpdir(), 'orch-builds-cli-'));
+  const orch = (...args: string[]) => orchCli(config, ...args);
 
   describe('refusals are precise and in the envelope', () => {
     test.each([
@@ -232,6 +240,29 @@ describeStore('server')('builds on the server store', () => {
       ((await orchd.request('GET', '/v1/environments', as)).body as { environments: unknown[] }).environments,
     ).toHaveLength(envsBefore);
   });
+
+  test("the CLI README's build-then-run example: orch build, then the command it prints", async () => {
+    expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
+    const [build, up] = buildThenRunSteps();
+    expect(build!.argv.slice(0, 2)).toEqual(['orch', 'build']);
+    const built = await orch(...build!.argv.slice(1));
+    expect(built.stderr).toBe('');
+    expect(built.code).toBe(0);
+    expect(masked(built.stdout)).toBe(masked(build!.output));
+    // The printed command is the README's next one, and it works: it is not refused for `image`.
+    const runIt = /^run it: (.+)$/m.exec(built.stdout)![1]!;
+    expect(runIt).toMatch(/ --image-is-base examples\/build$/);
+    expect(masked(runIt)).toBe(masked(up!.argv.join(' ')));
+    const ran = await orch(...runIt.split(' ').slice(1));
+    expect(ran.stderr).toBe('');
+    expect(ran.code).toBe(0);
+    expect(masked(ran.stdout)).toBe(masked(up!.output));
+    const envId = /^(env_\S+)/.exec(ran.stdout)![1]!;
+    const env = (await orchd.request('GET', `/v1/environments/${envId}`, as)).body as Environment;
+    expect(env).toMatchObject({ spec: { image: 'debian-12' }, seed_snapshot_id: runIt.split(' ')[3] });
+    expect(agent.created.find((c) => c.id === envId)!.spec).not.toHaveProperty('image');
+    expect((await orch('env', 'rm', envId)).code).toBe(0);
+  }, 180_000); // six CLI start-ups and a build followed every 500 ms
 
   test('GC never deletes an expired layer while a from-build environment uses it', async () => {
     const built = await until(((await post(request(['echo gc']))).body as Build).id, 'ready');
