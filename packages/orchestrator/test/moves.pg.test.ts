@@ -78,6 +78,12 @@ describeStores('moves on the %s store', (store) => {
     expect(sent).toMatchObject({ restore_snapshot_id: expect.stringMatching(/^mva_/) });
     expect(sent.spec).toEqual({ cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 });
     expect(sent).not.toHaveProperty('seed_snapshot_id');
+    // Paused and resumed in place on h2, which still has no image: its disk is there.
+    for (const action of ['pause', 'resume']) {
+      const r = await orchd.request('POST', `/v1/environments/${env.id}?action=${action}`, as);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+    }
+    expect(await envOf(env.id)).toMatchObject({ state: 'running', host_id: 'h2' });
     // The source's VM and both artifacts go after `done` (best effort).
     await expect.poll(() => agents.h1!.vms.has(env.id)).toBe(false);
     expect(agents.h2!.vms.get(env.id)?.state).toBe('running');

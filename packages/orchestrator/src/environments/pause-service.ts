@@ -4,7 +4,7 @@ import { toOrchError } from '../api/errors.js';
 import { isAgentNotFound } from '../hosts/agent-client.js';
 import type { HostService } from '../hosts/host-service.js';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
-import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
+import { type EnvironmentService, expiryOf, portsOf, withoutImage } from './environment-service.js';
 import { place } from './scheduler.js';
 
 /** How long orchd waits for an agent to pause or resume a VM (its memory is written or read). */
@@ -53,8 +53,10 @@ export class PauseService {
     await this.repo.withPlacementLock(async (trx) => {
       const current = await this.repo.get(id);
       if (current?.state !== 'paused') throw conflict(id, 'resumed', 'paused', current?.state ?? row.state);
+      // In place: the VM's disk is on its host already (an environment restored or moved there
+      // may run on a host without its image).
       const placement = place(await this.hosts.list(), await this.repo.usage(trx), {
-        spec: row.spec,
+        spec: withoutImage(row.spec),
         onHost: row.host_id,
       });
       if (!placement.ok) {
