@@ -422,7 +422,7 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     expect(existsSync(join(dataDir, 'vms', 'vm-short'))).toBe(false);
   });
 
-  test('a root filesystem tarball imported as an image boots, with the guest runtime added', async () => {
+  test('a root filesystem tarball imported as an image boots, with the guest runtime added; its snapshots remember it, and with one spec.image may name only it', async () => {
     const tree = mkdtempSync(join(tmpdir(), 'orch-rootfs-'));
     try {
       mkdirSync(join(tree, 'bin'));
@@ -454,7 +454,44 @@ describe.skipIf(!hasQemu)('orch-agent with real QEMU microVMs (TCG)', () => {
     await agent.request('POST', '/v1/vms', vmRequest('vm-imported', {}, { image: 'imported' }));
     expect((await agent.waitVm('vm-imported')).state).toBe('running');
     expect((await agent.exec('vm-imported', ['cat', '/etc/motd'])).stdout).toBe('imported image\n');
+
+    // Its snapshots remember the image: a VM seeded from one (no image named) and that VM's own
+    // snapshot descend from "imported". With a snapshot, spec.image may name only that image.
+    const snapshot = async (vm: string, id: string) =>
+      expect((await agent.request('POST', `/v1/vms/${vm}/snapshots`, { snapshot_id: id })).status).toBe(201);
+    await snapshot('vm-imported', 'snap-imported');
     expect((await agent.request('DELETE', '/v1/vms/vm-imported')).status).toBe(204);
+    await agent.request('POST', '/v1/vms', vmRequest('vm-imp-seeded', { seed_snapshot_id: 'snap-imported' }));
+    expect((await agent.waitVm('vm-imp-seeded')).state).toBe('running');
+    await snapshot('vm-imp-seeded', 'snap-imp-2');
+    expect((await agent.request('DELETE', '/v1/vms/vm-imp-seeded')).status).toBe(204);
+    const meta = JSON.parse(readFileSync(join(dataDir, 'snapshots', 'snap-imp-2', 'snapshot.json'), 'utf8'));
+    expect(meta).toMatchObject({ base_image: 'imported' });
+    expect(meta.spec).not.toHaveProperty('image');
+    const wrong = await agent.request<{ error: { code: string; message: string } }>(
+      'POST',
+      '/v1/vms',
+      vmRequest('vm-imp-wrong', { restore_snapshot_id: 'snap-imp-2' }, { image: 'busybox' }),
+    );
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toEqual({
+      code: 'invalid_argument',
+      message:
+        'spec.image "busybox" is not the image snapshot "snap-imp-2" descends from ("imported"): its disk is the root filesystem; leave spec.image out or set it to "imported"',
+      details: { field: 'spec.image' },
+    });
+    expect((await agent.request('GET', '/v1/vms/vm-imp-wrong')).status).toBe(404);
+    const same = await agent.request(
+      'POST',
+      '/v1/vms',
+      vmRequest('vm-imp-same', { restore_snapshot_id: 'snap-imp-2' }, { image: 'imported' }),
+    );
+    expect(same.status).toBe(202);
+    expect((await agent.waitVm('vm-imp-same')).state).toBe('running');
+    expect((await agent.exec('vm-imp-same', ['cat', '/etc/motd'])).stdout).toBe('imported image\n');
+    expect((await agent.request('DELETE', '/v1/vms/vm-imp-same')).status).toBe(204);
+    for (const id of ['snap-imported', 'snap-imp-2'])
+      expect((await agent.request('DELETE', `/v1/snapshots/${id}`)).status).toBe(204);
   });
 
   test('a VM whose QEMU dies is reported as error, with its port released', async () => {

@@ -1,12 +1,12 @@
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { AGENT_ID, IMAGE_NAME } from '@orch/protocol';
+import { AGENT_ID, IMAGE_NAME, DEFAULT_IMAGE as PROTOCOL_DEFAULT_IMAGE } from '@orch/protocol';
 import fc from 'fast-check';
 import { afterAll, describe, expect, test } from 'vitest';
 import { AgentError } from '../src/errors.js';
 import { ImageStore } from '../src/images/image-store.js';
-import { Layout } from '../src/images/layout.js';
+import { DEFAULT_IMAGE, Layout } from '../src/images/layout.js';
 import { importImage } from '../src/images/oci-import.js';
 
 const base = mkdtempSync(join(tmpdir(), 'orch-agent-layout-'));
@@ -151,4 +151,8 @@ describe('image names are checked before the image store touches a path', () => 
     expect(readdirSync(join(base, 'data', 'images'))).toEqual([]);
     expect(await store.list()).toEqual([]);
   });
+});
+
+test("the image booted without spec.image is the protocol's DEFAULT_IMAGE (orchd counts on it)", () => {
+  expect(DEFAULT_IMAGE).toBe(PROTOCOL_DEFAULT_IMAGE);
 });

@@ -16,6 +16,8 @@ const EXAMPLES: readonly [name: string, extra: readonly string[]][] = [
   ['gpu', []],
   ['mig', []],
   ['from-build', ['--from-build', 'snap-0f3a9c']],
+  // `image` kept as what the artifact was built on: spec.image beside seed_snapshot_id.
+  ['build', ['--from-build', 'snap-0f3a9c', '--image-is-base']],
 ];
 const MODES: readonly [name: string, args: readonly string[]][] = [
   ['text', []],

@@ -34,6 +34,8 @@ describe('usage errors exit 2', () => {
       '--from-build snapshot id must be 1-63 letters, digits, "_" or "-", starting with a letter or digit',
     ],
     [['compile', 'a', 'b'], 'too many arguments'],
+    [['compile', 'examples/build', '--image-is-base'], '--image-is-base needs --from-build'],
+    [['up', 'examples/build', '--image-is-base', '--dry-run'], '--image-is-base needs --from-build'],
     // Without --dry-run, up prints the environment it created: --format and --only would be ignored.
     [['up', 'examples/small', '--format', 'json'], '--format and --only apply to up only with --dry-run'],
     [['up', 'examples/small', '--only', 'spec'], '--format and --only apply to up only with --dry-run'],
@@ -62,7 +64,7 @@ describe('diagnostics exit 1, all together, as file:line:col: message', () => {
     const r = runOrch(['compile', 'examples/full', '--from-build', 'snap-1']);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      'examples/full/orch.yaml:3:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image\n',
+      'examples/full/orch.yaml:3:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image, or pass --image-is-base if it is the image the artifact was built on\n',
     );
   });
 });
@@ -155,6 +157,7 @@ describe('help lists every flag, one line each', () => {
       '--format <format>',
       '--only <part>',
       '--from-build <snapshot-id>',
+      '--image-is-base',
       ...(command === 'up'
         ? ['--dry-run', '--secret <NAME=VALUE...>', '--secrets-file <file>', '--detach']
         : []),

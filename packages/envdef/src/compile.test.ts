@@ -11,7 +11,10 @@ import {
   renderYaml,
 } from './index.js';
 
-function compile(text: string, options: { taskId?: string; fromBuild?: string } = {}): Compiled {
+function compile(
+  text: string,
+  options: { taskId?: string; fromBuild?: string; imageIsBase?: boolean } = {},
+): Compiled {
   const result = compileSource(text, { taskId: 'demo', ...options });
   if (!result.ok)
     throw new Error(result.diagnostics.map((d) => `${d.line}:${d.col}: ${d.message}`).join('\n'));
@@ -93,6 +96,17 @@ describe('compile', () => {
     const { request } = compile('version: 1\nsetup: [make]\nrun: [./app]\n', { fromBuild: 'snap-7' });
     expect(request.startup_script).toBe('#!/bin/sh\nset -eu\ncd /workspace\n./app\n');
     expect(request.seed_snapshot_id).toBe('snap-7');
+  });
+
+  test('--from-build with --image-is-base keeps image in spec.image beside seed_snapshot_id', () => {
+    const text = 'version: 1\nimage: debian-12\nsetup: [make]\nrun: [./app]\n';
+    const { request } = compile(text, { fromBuild: 'snap-7', imageIsBase: true });
+    expect(request.spec.image).toBe('debian-12');
+    expect(request.seed_snapshot_id).toBe('snap-7');
+    expect(request.startup_script).toBe('#!/bin/sh\nset -eu\ncd /workspace\n./app\n');
+    // Alone it changes nothing; --from-build without it keeps compile rule 9.
+    expect(compile(text, { imageIsBase: true }).request).not.toHaveProperty('seed_snapshot_id');
+    expect(compileSource(text, { taskId: 't', fromBuild: 'snap-7' }).ok).toBe(false);
   });
 
   test('GPU and MIG land in spec.gpu; count defaults to 1', () => {

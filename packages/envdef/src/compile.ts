@@ -59,6 +59,17 @@ export interface CompileOptions {
   readonly taskId: string;
   /** `--from-build <snapshot-id>`: seed from a build artifact; the script keeps only the run phase. */
   readonly fromBuild?: string;
+  /**
+   * `--image-is-base` (with `fromBuild`): the definition's `image` names the image the artifact
+   * was built on, not a root filesystem to boot, so it is kept in `spec.image` (orchd checks it
+   * against the artifact) instead of being an error (compile rule 9 otherwise).
+   */
+  readonly imageIsBase?: boolean;
+}
+
+/** Whether `image` in the definition is an error: with `--from-build`, unless `--image-is-base`. */
+export function imageForbidden(options: Pick<CompileOptions, 'fromBuild' | 'imageIsBase'>): boolean {
+  return options.fromBuild !== undefined && options.imageIsBase !== true;
 }
 
 /**
@@ -73,7 +84,7 @@ export function compileDefinition(
 ):
   | { readonly ok: true; readonly compiled: Compiled }
   | { readonly ok: false; readonly diagnostics: Diagnostic[] } {
-  if (options.fromBuild !== undefined && def.image) {
+  if (imageForbidden(options) && def.image) {
     return {
       ok: false,
       diagnostics: [{ ...def.image.at, message: IMAGE_WITH_FROM_BUILD }],

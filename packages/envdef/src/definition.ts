@@ -90,4 +90,4 @@ export const MAX_ALIAS_RESOLUTIONS = 1000;
 
 /** The diagnostic for `image` in a definition compiled with `--from-build` (compile rule 9). */
 export const IMAGE_WITH_FROM_BUILD =
-  'image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image';
+  'image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image, or pass --image-is-base if it is the image the artifact was built on';

@@ -135,7 +135,7 @@ describe('one diagnostic per class, at the line:col a user must change', () => {
 
   test('image together with --from-build', () => {
     expect(diagnose('version: 1\nimage: debian-12\n', { fromBuild: 'snap-1' })).toEqual([
-      'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image',
+      'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image, or pass --image-is-base if it is the image the artifact was built on',
     ]);
   });
 
@@ -270,7 +270,7 @@ test('every problem is reported together, in reading order', () => {
   ].join('\n');
   expect(diagnose(text, { fromBuild: 's' })).toEqual([
     'orch.yaml:1:10: version 3 is not supported: the only version is 1',
-    'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image',
+    'orch.yaml:2:1: image cannot be used with --from-build: a build artifact and an image both name the rootfs to boot; remove image, or pass --image-is-base if it is the image the artifact was built on',
     'orch.yaml:4:11: malformed size "lots" for resources.memory: write <integer><unit> with no space, unit one of MiB, GiB, TiB, MB, GB, TB, greater than zero (for example 2GiB)',
     'orch.yaml:5:21: GPU model "l4" is not MIG-capable: remove mig, or pick a100-40gb, a100-80gb, h100 or h200',
     'orch.yaml:7:3: service "db" has no image: add "image: <name>" (for example postgres:16)',

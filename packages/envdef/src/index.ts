@@ -7,7 +7,7 @@
  * if (result.ok) process.stdout.write(renderJson(result.compiled.request));
  * else for (const d of result.diagnostics) console.error(formatDiagnostic('orch.yaml', d));
  */
-import { type Compiled, type CompileOptions, compileDefinition } from './compile.js';
+import { type Compiled, type CompileOptions, compileDefinition, imageForbidden } from './compile.js';
 import { type Diagnostic, sortDiagnostics } from './diagnostics.js';
 import { parseSource } from './parse.js';
 import { validateDefinition } from './validate.js';
@@ -51,7 +51,7 @@ export type CompileResult =
 export function compileSource(text: string, options: CompileOptions): CompileResult {
   const parsed = parseSource(text);
   if (!parsed.ok) return { ok: false, diagnostics: sortDiagnostics(parsed.diagnostics) };
-  const validated = validateDefinition(parsed.parsed, { fromBuild: options.fromBuild !== undefined });
+  const validated = validateDefinition(parsed.parsed, { fromBuild: imageForbidden(options) });
   if (!validated.ok) return { ok: false, diagnostics: sortDiagnostics(validated.diagnostics) };
   const compiled = compileDefinition(validated.definition, options);
   return compiled.ok ? compiled : { ok: false, diagnostics: compiled.diagnostics };

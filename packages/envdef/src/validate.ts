@@ -24,6 +24,7 @@ import { parseDuration, parseSize } from './units.js';
  */
 export function validateDefinition(
   parsed: ParsedSource,
+  /** `fromBuild`: `image` is an error (compiled with `--from-build` and without `--image-is-base`). */
   options: { readonly fromBuild?: boolean } = {},
 ):
   | { readonly ok: true; readonly definition: Definition }

@@ -68,6 +68,12 @@ export const AGENT_VM_PATHS = {
 } as const;
 
 /**
+ * The image an agent boots when `spec.image` is absent (the agent's `DEFAULT_IMAGE`; orchd's
+ * builds and from-build checks count a layer built without an image as built on it).
+ */
+export const DEFAULT_IMAGE = 'busybox';
+
+/**
  * Resources of a VM, each number within its {@link SPEC_LIMITS} (the bounds `orch compile` checks
  * too). Closed, like every request object: an unknown field is refused, naming it.
  */
@@ -101,7 +107,9 @@ export const ExposePort = z
  * `POST /v1/vms`. `secrets` are the values for the manifest's secret references; the agent passes
  * them to the guest (startup script environment) and never writes them to its logs or disks in
  * clear. `seed_snapshot_id` boots the root disk of a build artifact (from-build); `restore` starts
- * from a snapshot: a `live` one resumes where it stopped, a `disk` one cold-boots.
+ * from a snapshot: a `live` one resumes where it stopped, a `disk` one cold-boots. A snapshot's disk
+ * is the root filesystem: with one, `spec.image` may only name the image that snapshot descends
+ * from (400 otherwise); orchd sends none.
  */
 export const CreateVmRequest = z
   .strictObject({

@@ -23,6 +23,7 @@ export {
   type AgentVmState,
   CreateSnapshotRequest,
   CreateVmRequest,
+  DEFAULT_IMAGE,
   EXEC_OUTPUT_LIMIT,
   ExecRequest,
   ExecResult,

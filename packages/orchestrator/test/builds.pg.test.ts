@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Build, Environment, Snapshot } from '@orch/protocol';
 import { describeStore, pgTest } from '@support/pg/testing';
 import { createParser } from 'eventsource-parser';
@@ -6,6 +9,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type FakeAgent, registerFakeHost } from './fake-agent.js';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
+import { buildThenRunSteps, masked } from './readme-flow.js';
+import { orchCli } from './run-cli.js';
 
 const MASTER = `master-${randomBytes(8).toString('hex')}`;
 const AGENT_TOKEN = `agent-${randomBytes(8).toString('hex')}`;
@@ -52,9 +57,16 @@ describeStore('server')('builds on the server store', () => {
       ORCH_AGENT_TIMEOUT_SEC: '10',
     });
     agent = await registerFakeHost(orchd, MASTER, AGENT_TOKEN, {
-      images: ['busybox'],
+      images: ['busybox', 'debian-12'],
       image_details: [
         { name: 'busybox', size_bytes: 1 << 20, digest: DIGEST, source: 'busybox', created_at: '' },
+        {
+          name: 'debian-12',
+          size_bytes: 1 << 30,
+          digest: `sha256:${'cd'.repeat(32)}`,
+          source: 'mmdebstrap:bookworm',
+          created_at: '',
+        },
       ],
     });
   });
@@ -62,7 +74,10 @@ describeStore('server')('builds on the server store', () => {
   afterAll(async () => {
     await orchd?.stop();
     await agent?.close();
+    rmSync(config, { recursive: true, force: true });
   });
+  const config = mkdtempSync(join(tmpdir(), 'orch-builds-cli-'));
+  const orch = (...args: string[]) => orchCli(config, ...args);
 
   describe('refusals are precise and in the envelope', () => {
     test.each([
@@ -170,6 +185,84 @@ describeStore('server')('builds on the server store', () => {
     // One event per finished step (progress) on the way.
     expect(ofFirst.filter((e) => e.event === 'build.updated').map((e) => e.data.progress)).toContain(1);
   });
+
+  test('layers on debian-12: a partly cached build and from-build send the agent the layer alone; the record keeps the image; another image is 400', async () => {
+    const debian = (setup: string[]) =>
+      request(setup, { task_id: 'deb', spec: { ...request([]).spec, image: 'debian-12' } });
+    const first = await until(((await post(debian(['echo one']))).body as Build).id, 'ready');
+    expect(first.base_image).toBe('debian-12');
+    // Line 1 cached: the build VM boots from its layer, not from the image.
+    const second = await until(((await post(debian(['echo one', 'echo two']))).body as Build).id, 'ready');
+    expect(second.steps.map((s) => s.state)).toEqual(['cached', 'built']);
+    const buildVm = agent.created.find((c) => c.id === second.vm_id)!;
+    expect(buildVm.seed_snapshot_id).toBe(first.artifact_snapshot_id);
+    expect(buildVm.spec).not.toHaveProperty('image');
+    const layer = second.artifact_snapshot_id!;
+
+    const seeded = (spec: Record<string, unknown>) =>
+      orchd.request('POST', '/v1/environments', {
+        ...as,
+        body: {
+          task_id: 'deb',
+          spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 600, ...spec },
+          manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
+          startup_script: '#!/bin/sh\n',
+          seed_snapshot_id: layer,
+        },
+      });
+    // The image the layer was built on, or none: accepted; the record says debian-12 either way.
+    for (const spec of [{ image: 'debian-12' }, {}]) {
+      const r = await seeded(spec);
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      const env = r.body as Environment;
+      expect(env).toMatchObject({ seed_snapshot_id: layer, spec: { image: 'debian-12' } });
+      const sent = agent.created.find((c) => c.id === env.id)!;
+      expect(sent.seed_snapshot_id).toBe(layer);
+      expect(sent.spec).not.toHaveProperty('image');
+      expect((await orchd.request('DELETE', `/v1/environments/${env.id}`, as)).status).toBe(200);
+    }
+    // Another image: refused before anything is placed, naming both.
+    const before = agent.created.length;
+    const envsBefore = (
+      (await orchd.request('GET', '/v1/environments', as)).body as { environments: unknown[] }
+    ).environments.length;
+    const wrong = await seeded({ image: 'busybox' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body).toMatchObject({
+      error: {
+        code: 'invalid_argument',
+        message: `spec.image "busybox" is not the image build layer ${layer} was built on ("debian-12"): its disk is the root filesystem; set spec.image to "debian-12" or leave it out`,
+        details: { field: 'spec.image' },
+      },
+    });
+    expect(agent.created.length).toBe(before);
+    expect(
+      ((await orchd.request('GET', '/v1/environments', as)).body as { environments: unknown[] }).environments,
+    ).toHaveLength(envsBefore);
+  });
+
+  test("the CLI README's build-then-run example: orch build, then the command it prints", async () => {
+    expect((await orch('connect', orchd.url, '--token', MASTER, '--master')).code).toBe(0);
+    const [build, up] = buildThenRunSteps();
+    expect(build!.argv.slice(0, 2)).toEqual(['orch', 'build']);
+    const built = await orch(...build!.argv.slice(1));
+    expect(built.stderr).toBe('');
+    expect(built.code).toBe(0);
+    expect(masked(built.stdout)).toBe(masked(build!.output));
+    // The printed command is the README's next one, and it works: it is not refused for `image`.
+    const runIt = /^run it: (.+)$/m.exec(built.stdout)![1]!;
+    expect(runIt).toMatch(/ --image-is-base examples\/build$/);
+    expect(masked(runIt)).toBe(masked(up!.argv.join(' ')));
+    const ran = await orch(...runIt.split(' ').slice(1));
+    expect(ran.stderr).toBe('');
+    expect(ran.code).toBe(0);
+    expect(masked(ran.stdout)).toBe(masked(up!.output));
+    const envId = /^(env_\S+)/.exec(ran.stdout)![1]!;
+    const env = (await orchd.request('GET', `/v1/environments/${envId}`, as)).body as Environment;
+    expect(env).toMatchObject({ spec: { image: 'debian-12' }, seed_snapshot_id: runIt.split(' ')[3] });
+    expect(agent.created.find((c) => c.id === envId)!.spec).not.toHaveProperty('image');
+    expect((await orch('env', 'rm', envId)).code).toBe(0);
+  }, 180_000); // six CLI start-ups and a build followed every 500 ms
 
   test('GC never deletes an expired layer while a from-build environment uses it', async () => {
     const built = await until(((await post(request(['echo gc']))).body as Build).id, 'ready');

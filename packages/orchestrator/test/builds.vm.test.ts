@@ -7,11 +7,13 @@ import type { Build, Environment, Snapshot } from '@orch/protocol';
 import { describeOnServerPostgres, pgTest } from '@support/pg/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { OrchdProcess, orchdStoreEnv } from './orchd-process.js';
+import { buildThenRunSteps, masked } from './readme-flow.js';
 import { orchCli } from './run-cli.js';
 
 /**
- * Build layers with a real agent and real QEMU microVMs (TCG), `busybox` guests: one orchd and one
- * agent for the whole file (a second orchd on the same database for the stable-keys case).
+ * Build layers with a real agent and real QEMU microVMs (TCG), `busybox` guests, and the CLI
+ * README's build-then-run example on `debian-12` (examples/build): one orchd and one agent for the
+ * whole file (a second orchd on the same database for the stable-keys case).
  */
 describe.skipIf(!qemuAvailable())('orch build with real VMs', () => {
   describeOnServerPostgres('on the server store', () => {
@@ -261,30 +263,53 @@ describe.skipIf(!qemuAvailable())('orch build with real VMs', () => {
       ).toBe('stopped');
     });
 
-    test('up --from-build runs only the run lines; layer_key only on layers', async () => {
-      const artifact = first.artifact_snapshot_id!;
-      const up = await orch('-o', 'json', 'up', '--from-build', artifact, join(defs, 'three'));
-      expect(up.code).toBe(0);
-      const env = JSON.parse(up.stdout) as Environment;
-      expect(env).toMatchObject({ state: 'running', seed_snapshot_id: artifact });
+    test("the CLI README's build-then-run example on debian-12: the printed command runs only the run lines; layer_key only on layers", async () => {
+      // The README's commands, one after the other, each printing what the README shows.
+      const [build, up, exec] = buildThenRunSteps();
+      const built = await orch(...build!.argv.slice(1));
+      expect(built.stderr).toBe('');
+      expect(built.code).toBe(0);
+      expect(masked(built.stdout)).toBe(masked(build!.output));
+      const runIt = /^run it: (.+)$/m.exec(built.stdout)![1]!;
+      expect(masked(runIt)).toBe(masked(up!.argv.join(' ')));
+      const artifact = runIt.split(' ')[3]!;
+      const ran = await orch(...runIt.split(' ').slice(1));
+      expect(ran.stderr).toBe('');
+      expect(ran.code).toBe(0);
+      expect(masked(ran.stdout)).toBe(masked(up!.output));
+      const envId = /^(env_\S+)/.exec(ran.stdout)![1]!;
+      const env = (await orchd.request('GET', `/v1/environments/${envId}`, as)).body as Environment;
+      expect(env).toMatchObject({
+        state: 'running',
+        seed_snapshot_id: artifact,
+        spec: { image: 'debian-12' },
+      });
+      // Each setup line ran once, at build time; the run line serves the result on the exposed port.
+      const argv = exec!.argv.slice(1).map((a) => (a.startsWith('env_') ? envId : a));
+      expect(await orch(...argv)).toEqual({ code: 0, stdout: exec!.output, stderr: '' });
       await expect
-        .poll(async () => (await orch('exec', env.id, '--', 'cat', '/workspace/runlog')).stdout, {
+        .poll(async () => (await fetch(`${env.ports[0]!.url}/built.txt`).catch(() => undefined))?.status, {
           timeout: 60_000,
         })
-        .toBe('ran\n');
-      // Each setup line appended once, at build time; none ran again.
-      expect((await orch('exec', env.id, '--', 'cat', '/workspace/log')).stdout).toBe('one\ntwo\nthree\n');
-      expect((await snapshot(artifact)).layer_key).toBe(first.steps[2]!.layer_key);
-      const manual = JSON.parse((await orch('-o', 'json', 'snapshot', 'create', env.id)).stdout) as Snapshot;
+        .toBe(200);
+      expect(await (await fetch(`${env.ports[0]!.url}/built.txt`)).text()).toBe(exec!.output);
+
+      const { builds } = (await orchd.request('GET', '/v1/builds?task_id=build', as)).body as {
+        builds: Build[];
+      };
+      expect(builds[0]).toMatchObject({ base_image: 'debian-12', artifact_snapshot_id: artifact });
+      expect((await snapshot(artifact)).layer_key).toBe(builds[0]!.steps[1]!.layer_key);
+      const manual = JSON.parse((await orch('-o', 'json', 'snapshot', 'create', envId)).stdout) as Snapshot;
       expect(manual.state).toBe('ready');
       expect(manual).not.toHaveProperty('layer_key');
       expect(await snapshot(manual.id)).not.toHaveProperty('layer_key');
       // A snapshot that is not a build layer is refused as --from-build, before anything starts.
-      const refused = await orch('up', '--from-build', manual.id, join(defs, 'three'));
+      const refused = await orch('up', '--from-build', manual.id, '--image-is-base', 'examples/build');
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain(`seed_snapshot_id ${manual.id} is not a build layer`);
       expect(refused.stderr).toContain('(invalid_argument)');
-      await orch('env', 'rm', env.id);
+      await orch('env', 'rm', envId);
+      await orch('snapshot', 'rm', manual.id);
     });
 
     test('layer keys are the same on a second orchd process on the same database', async () => {

@@ -139,21 +139,27 @@ describeStores('environments on the %s store', (store) => {
       ) as Snapshot;
       expect(live).toMatchObject({ kind: 'live', state: 'ready', mode: 'manual' });
 
-      // Restore each: a new environment on the same host, started from the snapshot.
+      // Restore each: a new environment on the same host, started from the snapshot. Its record
+      // keeps the image it descends from (debian-12); the agent is sent the snapshot alone (its
+      // disk is the root filesystem).
       for (const snap of [disk, live]) {
-        const restored = JSON.parse(
-          (await orch('-o', 'json', 'snapshot', 'restore', snap.id)).stdout,
-        ) as Environment;
+        const r = await orch('-o', 'json', 'snapshot', 'restore', snap.id);
+        expect(r.stderr).toBe('');
+        const restored = JSON.parse(r.stdout) as Environment;
         expect(restored).toMatchObject({
           state: 'running',
           host_id: 'h1',
           restored_from_snapshot_id: snap.id,
           task_id: 'services-secrets',
+          spec: { image: 'debian-12' },
         });
-        expect(agent.created.find((c) => c.id === restored.id)).toMatchObject({
+        const request = agent.created.find((c) => c.id === restored.id)!;
+        expect(request).toMatchObject({
           restore_snapshot_id: snap.id,
           secrets: { db_pw: 'pw1' },
         });
+        expect(request.spec).toEqual({ cpus: 2, ram_mb: 4096, storage_gb: 10, max_runtime_seconds: 7200 });
+        expect(request).not.toHaveProperty('seed_snapshot_id');
         expect((await orch('env', 'rm', restored.id)).code).toBe(0);
       }
 

@@ -18,7 +18,9 @@ import { WebSocketServer } from 'ws';
 /**
  * A test double of a host agent that speaks the agent protocol (bearer token required): info, VMs,
  * exec, console (an echo that upper-cases), snapshots, pause and resume (a paused VM answers no
- * ports; a resumed one gets new host ports and its expiry moved by the paused time). VMs "boot" after `bootMs`. Exec does not run
+ * ports; a resumed one gets new host ports and its expiry moved by the paused time). VMs "boot" after `bootMs`;
+ * a create that names an image together with a snapshot is refused (400), as orchd must never send
+ * one. Exec does not run
  * anything: it answers `argv.join(' ')` on stdout, exit status 1 for `false`, and times out for
  * `sleep`. A VM's startup log is what a test appends with {@link FakeAgent.appendLog}, served in
  * windows as the real agent does. Counts every request, so tests can prove that nothing was dialled.
@@ -184,6 +186,16 @@ export class FakeAgent {
       if (this.createFailure) return send(this.createFailure.status, this.createFailure.body);
       const create = CreateVmRequest.parse(JSON.parse(body));
       this.created.push(create);
+      // orchd never sends an image with a snapshot (the snapshot's disk is the root filesystem;
+      // the real agent accepts only the image the snapshot descends from): held to that here.
+      const from = create.restore_snapshot_id ?? create.seed_snapshot_id;
+      if (from !== undefined && create.spec.image !== undefined)
+        return send(400, {
+          error: {
+            code: 'invalid_argument',
+            message: `spec.image ${create.spec.image} sent together with snapshot ${from}`,
+          },
+        });
       const vm: AgentVm = {
         id: create.id,
         state: 'creating',

@@ -41,7 +41,8 @@ describeStores('moves on the %s store', (store) => {
       ORCH_AUTH_TOKEN: MASTER,
     });
     agents.h1 = await FakeAgent.start(`${AGENT_TOKEN}-h1`);
-    agents.h2 = await FakeAgent.start(`${AGENT_TOKEN}-h2`);
+    // h2 has no image: a move resumes the environment's own disk, which needs none.
+    agents.h2 = await FakeAgent.start(`${AGENT_TOKEN}-h2`, { images: [], image_details: [] });
     expect((await register('h1')).status).toBe(201);
   });
 
@@ -55,7 +56,7 @@ describeStores('moves on the %s store', (store) => {
       ...as,
       body: {
         task_id: 't',
-        spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+        spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600, image: 'debian-12' },
         manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
         startup_script: 'true\n',
       },
@@ -71,6 +72,18 @@ describeStores('moves on the %s store', (store) => {
     const moved = await envOf(env.id);
     expect(moved).toMatchObject({ state: 'running', host_id: 'h2' });
     expect(moved.last_move).toMatchObject({ from_host_id: 'h1', to_host_id: 'h2' });
+    // The record keeps its image; the target was sent the moved artifact alone.
+    expect(moved.spec.image).toBe('debian-12');
+    const sent = agents.h2!.created.find((c) => c.id === env.id)!;
+    expect(sent).toMatchObject({ restore_snapshot_id: expect.stringMatching(/^mva_/) });
+    expect(sent.spec).toEqual({ cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 });
+    expect(sent).not.toHaveProperty('seed_snapshot_id');
+    // Paused and resumed in place on h2, which still has no image: its disk is there.
+    for (const action of ['pause', 'resume']) {
+      const r = await orchd.request('POST', `/v1/environments/${env.id}?action=${action}`, as);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+    }
+    expect(await envOf(env.id)).toMatchObject({ state: 'running', host_id: 'h2' });
     // The source's VM and both artifacts go after `done` (best effort).
     await expect.poll(() => agents.h1!.vms.has(env.id)).toBe(false);
     expect(agents.h2!.vms.get(env.id)?.state).toBe('running');

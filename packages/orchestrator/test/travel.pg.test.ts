@@ -235,7 +235,7 @@ describeStores('cross-host restore on the %s store', (store) => {
   };
   const request = {
     task_id: 't',
-    spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+    spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600, image: 'debian-12' },
     manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
     startup_script: 'true\n',
   };
@@ -247,7 +247,8 @@ describeStores('cross-host restore on the %s store', (store) => {
     });
     agents.h1 = await FakeAgent.start(`${AGENT_TOKEN}-h1`);
     agents.h2 = await FakeAgent.start(`${AGENT_TOKEN}-h2`, { accelerator: 'kvm' });
-    agents.h3 = await FakeAgent.start(`${AGENT_TOKEN}-h3`);
+    // h3 has no image: the artifact it fetches is the whole root filesystem.
+    agents.h3 = await FakeAgent.start(`${AGENT_TOKEN}-h3`, { images: [], image_details: [] });
     expect((await register('h1')).status).toBe(201);
   });
 
@@ -286,6 +287,9 @@ describeStores('cross-host restore on the %s store', (store) => {
     // h3 got a grant for this snapshot's files on h1, never h1's token.
     expect(JSON.stringify(agents.h3!.fetches)).not.toContain(`${AGENT_TOKEN}-h1`);
     expect(agents.h3!.created.at(-1)).toMatchObject({ restore_snapshot_id: live.id });
+    // The snapshot alone names the root filesystem; the new record keeps the image it descends from.
+    expect(agents.h3!.created.at(-1)!.spec).not.toHaveProperty('image');
+    expect(copy.spec.image).toBe('debian-12');
 
     // Only a kvm host left besides the cordoned source: a live snapshot is not portable, 409.
     await orchd.request('DELETE', `/v1/environments/${copy.id}`, as);

@@ -16,7 +16,7 @@ import { orchCli } from './run-cli.js';
  * namespace with its own address, registered with one orchd (embedded store), real VMs under TCG.
  * One pass, as few VMs as possible, several checks per VM:
  *
- * placement spreads; a live snapshot exported to a directory (requested at create) and to an S3
+ * e1 boots debian-12 on a, e2 busybox on b; a live snapshot exported to a directory (requested at create) and to an S3
  * server (s3rver, on the bridge) becomes `ready`; with its host cordoned it restores on the other
  * host (fetched from the source agent), the counter continuing; `orch host drain` moves a running
  * environment (id, memory, secret, counter kept; host, ports and URL changed; downtime shown);
@@ -27,12 +27,16 @@ import { orchCli } from './run-cli.js';
  * exports are on GET /v1/events.
  */
 const MASTER = `m-${randomBytes(8).toString('hex')}`;
-const COUNTER_SCRIPT = [
-  'echo "$ORCH_VM_SECRET" > /tmp/secret',
-  'mkdir -p /www && hostname > /www/index.html && httpd -p 8080 -h /www',
-  '(i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &',
-  '',
-].join('\n');
+/** The secret, a page on port 8080 (busybox httpd, or Python's on debian-12), a counter in memory. */
+const counterScript = (image: string | undefined) =>
+  [
+    'echo "$ORCH_VM_SECRET" > /tmp/secret',
+    image === 'debian-12'
+      ? 'mkdir -p /www && hostname > /www/index.html && (python3 -m http.server 8080 -d /www >/dev/null 2>&1 &)'
+      : 'mkdir -p /www && hostname > /www/index.html && httpd -p 8080 -h /www',
+    '(i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &',
+    '',
+  ].join('\n');
 
 describe.skipIf(!qemuAvailable() || !netnsAvailable())(
   'snapshots and environments travel between hosts',
@@ -70,11 +74,15 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
       return Buffer.from(r.body.stdout_base64, 'base64').toString('utf8').trim();
     };
     const counter = async (id: string) => Number(await exec(id, 'cat /tmp/counter'));
+    /** The environment once it runs; one that fails is an error saying why (its last_error). */
     const waitRunning = async (id: string) => {
-      await expect
-        .poll(async () => (await env(id)).state, { timeout: 180_000, interval: 250 })
-        .toBe('running');
-      return env(id);
+      for (const deadline = Date.now() + 180_000; Date.now() < deadline; ) {
+        const e = await env(id);
+        if (e.state === 'running') return e;
+        if (e.state === 'error') throw new Error(`environment ${id} failed: ${e.last_error}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      throw new Error(`environment ${id} is not running after 180 s: ${(await env(id)).state}`);
     };
     const startS3 = async () => {
       const server = new S3rver({
@@ -177,23 +185,32 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
     });
 
     test('exports, cross-host restore, drain, crashes mid-drain, restore from an export', async () => {
-      // Placement spreads: two environments land on the two hosts.
-      const create = async (task: string) => {
+      // Two environments on the two hosts. Each path below (cross-host restore, drain, restore
+      // from an export) starts e1 from a snapshot of a debian-12 guest.
+      const create = async (task: string, image?: string) => {
         const r = await api<Environment>('POST', '/v1/environments', {
           task_id: task,
-          spec: { cpus: 1, ram_mb: 256, storage_gb: 1, max_runtime_seconds: 3600 },
+          spec: {
+            cpus: 1,
+            ram_mb: 256,
+            storage_gb: image ? 2 : 1,
+            max_runtime_seconds: 3600,
+            ...(image ? { image } : {}),
+          },
           manifest_inline: Buffer.from('{"version":"1"}').toString('base64'),
-          startup_script: COUNTER_SCRIPT,
+          startup_script: counterScript(image),
           secrets: {},
           expose: [{ port: 8080, as: 'web' }],
         });
         expect(r.status, JSON.stringify(r.body)).toBe(201);
         return waitRunning(r.body.id);
       };
-      let e1 = await create('one');
-      let e2 = await create('two');
-      expect(new Set([e1.host_id, e2.host_id])).toEqual(new Set(['a', 'b']));
-      if (e1.host_id !== 'a') [e1, e2] = [e2, e1];
+      // e1 (debian-12) goes to a (b cordoned meanwhile), then e2 (busybox) spreads to b.
+      expect((await api('POST', '/v1/hosts/b?action=cordon')).status).toBe(200);
+      const e1 = await create('one', 'debian-12');
+      expect((await api('POST', '/v1/hosts/b?action=uncordon')).status).toBe(200);
+      const e2 = await create('two');
+      expect([e1.host_id, e2.host_id]).toEqual(['a', 'b']);
       await expect.poll(() => counter(e1.id), { timeout: 30_000 }).toBeGreaterThan(3);
       const secret1 = await exec(e1.id, 'cat /tmp/secret');
       const secret2 = await exec(e2.id, 'cat /tmp/secret');
@@ -247,6 +264,7 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
       expect(restored.status, JSON.stringify(restored.body)).toBe(201);
       const copy = await waitRunning(restored.body.id);
       expect(copy.host_id).toBe('b');
+      expect(copy.spec.image).toBe('debian-12');
       expect(await exec(copy.id, 'cat /tmp/secret')).toBe(secret1);
       expect(await counter(copy.id)).toBeGreaterThan(3);
       expect((await api('DELETE', `/v1/environments/${copy.id}`)).status).toBe(200);
@@ -263,6 +281,7 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
         state: 'running',
         host_id: 'b',
         last_move: { from_host_id: 'a', to_host_id: 'b' },
+        spec: { image: 'debian-12' },
       });
       expect(moved.last_move!.downtime_ms).toBeGreaterThan(0);
       expect(moved.ports[0]!.url).not.toBe(oldUrl);
@@ -350,6 +369,7 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
       expect(fromExport.status, JSON.stringify(fromExport.body)).toBe(201);
       const revived = await waitRunning(fromExport.body.id);
       expect(revived.host_id).toBe('b');
+      expect(revived.spec.image).toBe('debian-12');
       expect(await exec(revived.id, 'cat /tmp/secret')).toBe(secret1);
 
       // Retention: deleting the snapshot keeps its exported objects (documented decision).

@@ -23,6 +23,8 @@ export interface SnapshotMeta extends SnapshotArtifact {
   readonly accelerator: Accelerator;
   /** `qemu-system-x86_64 --version`'s first line where the snapshot was taken (a live one resumes only under the same). */
   readonly qemu_version?: string;
+  /** The image its disk descends from (the VM's `base_image`); absent when unknown. */
+  readonly base_image?: string;
 }
 
 export interface SnapshotsDeps {
@@ -152,9 +154,19 @@ export class Snapshots {
       kernel: vm.record.kernel ?? (await this.deps.kernel())!.kernel,
       accelerator: vm.record.accelerator as Accelerator,
       qemu_version: await this.deps.qemuVersion(),
+      ...(vm.record.base_image ? { base_image: vm.record.base_image } : {}),
     };
     await writeFile(join(dir, 'snapshot.json'), `${JSON.stringify(meta, null, 2)}\n`);
     return meta;
+  }
+
+  /**
+   * The image snapshot `meta`'s disk descends from: recorded, or for a snapshot written before it
+   * was, the image its VM named (such a VM booted that image: an image and a snapshot were never
+   * accepted together then); undefined when it cannot be told.
+   */
+  static baseImage(meta: SnapshotMeta): string | undefined {
+    return meta.base_image ?? meta.spec.image;
   }
 
   /** `snapshot.json` of snapshot `id`; `not_found` when there is none. */

@@ -73,10 +73,10 @@ export async function bootVm(
   const user = await vmUser(deps, vm);
   const disk = from.saved ? join(vm.dir, 'disk.qcow2') : await prepareDisk(layout, vm, from);
   if (user) await chown(disk, user.uid, user.gid);
-  // A record written before base_image existed: its overlay's backing file, from the disk itself.
-  if (user && from.saved && vm.record.base_image === undefined) {
+  // A record written before backing_file existed: its overlay's backing file, from the disk itself.
+  if (user && from.saved && vm.record.backing_file === undefined) {
     const backing = await backingFileOf(disk);
-    if (backing) vm.record.base_image = backing;
+    if (backing) vm.record.backing_file = backing;
   }
   const incomingSocket = join(vm.dir, 'incoming.sock');
   // Running as its own uid, QEMU gets the files it only reads as inherited descriptors.
@@ -94,7 +94,7 @@ export async function bootVm(
     initramfs: input(layout.initramfs),
     append: vm.record.append,
     disk,
-    ...(user && vm.record.base_image ? { backingFile: input(vm.record.base_image) } : {}),
+    ...(user && vm.record.backing_file ? { backingFile: input(vm.record.backing_file) } : {}),
     dir: vm.dir,
     forwards: vm.record.ports.map((p) => ({ guest: p.port, host: p.host_port })),
     serviceDisks: (vm.record.service_disks ?? []).map(input),

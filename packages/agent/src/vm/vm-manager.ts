@@ -146,10 +146,19 @@ export class VmManager {
       });
     const fromSnapshot = req.restore_snapshot_id ?? req.seed_snapshot_id;
     const snapshot = fromSnapshot ? await this.snapshots.meta(fromSnapshot) : undefined;
-    if (snapshot && req.spec.image) {
-      throw AgentError.invalid('spec.image and a snapshot both name the root filesystem: set only one');
+    // A snapshot's disk is the root filesystem: an image may come along only as the one it
+    // descends from (a statement about it, not a second root filesystem).
+    const descends = snapshot ? Snapshots.baseImage(snapshot) : undefined;
+    if (snapshot && req.spec.image !== undefined && req.spec.image !== descends) {
+      throw AgentError.invalid(
+        descends === undefined
+          ? `snapshot ${JSON.stringify(fromSnapshot)} does not record the image its disk descends from: leave spec.image out (the snapshot's disk is the root filesystem)`
+          : `spec.image ${JSON.stringify(req.spec.image)} is not the image snapshot ${JSON.stringify(fromSnapshot)} descends from (${JSON.stringify(descends)}): its disk is the root filesystem; leave spec.image out or set it to ${JSON.stringify(descends)}`,
+        { field: 'spec.image' },
+      );
     }
     const image = snapshot ? undefined : (req.spec.image ?? DEFAULT_IMAGE);
+    const base = image ?? descends;
     const baseImage = image ? await this.deps.images.resolve(image) : undefined;
     // Decoded once: a malformed manifest is refused here, before anything is written.
     const manifest = decodeManifestInline(req.manifest_inline);
@@ -185,7 +194,8 @@ export class VmManager {
         mac: randomMac(),
         services: initialStatuses(services.map((s) => s.service)),
         service_disks: services.map((s) => s.imageFile),
-        ...(baseImage ? { base_image: baseImage } : {}),
+        ...(baseImage ? { backing_file: baseImage } : {}),
+        ...(base !== undefined ? { base_image: base } : {}),
       },
       dir,
       this.deps.startupLogBytes,

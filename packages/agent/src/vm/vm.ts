@@ -30,7 +30,13 @@ export interface VmRecord extends AgentVm {
    * agent restarts, since the egress rules match on it. Absent when isolation is off.
    */
   uid?: number;
-  /** The image its disk is a thin overlay of (QEMU running as `uid` gets it as a descriptor). */
+  /** The image file its disk is a thin overlay of (QEMU running as `uid` gets it as a descriptor). */
+  backing_file?: string;
+  /**
+   * The image its root filesystem descends from: the one it booted, or the one the snapshot it
+   * started from descends from (recorded in that snapshot); absent when unknown (records and
+   * snapshots written before it was kept).
+   */
   base_image?: string;
 }
 
@@ -96,6 +102,7 @@ export class Vm {
       kernel: _kernel,
       service_disks: _disks,
       uid: _uid,
+      backing_file: _backing,
       base_image: _base,
       ...vm
     } = this.record;

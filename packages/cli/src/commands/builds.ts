@@ -1,4 +1,5 @@
 import { relative } from 'node:path';
+import { shellQuote } from '@orch/envdef';
 import { Build, type BuildStep } from '@orch/protocol';
 import type { OrchClient } from '../api-client.js';
 import { CliError } from '../errors.js';
@@ -23,7 +24,7 @@ export interface BuildFlags {
  * `orch build`: compiles the definition as `up` does, posts its setup lines, spec, workspace and
  * secret values to `POST /v1/builds`, then prints one line per step as it finishes (CACHED or RUN,
  * the line, its duration, the layer key's first 12 digits) and the artifact with the command that
- * boots it. `-o json` prints only the final build record.
+ * boots it ({@link runCommand}). `-o json` prints only the final build record.
  */
 export async function build(
   positional: string | undefined,
@@ -66,9 +67,19 @@ export async function build(
   const path = relative(cwd, positional ?? flags.file ?? '.') || '.';
   return [
     `artifact ${final.artifact_snapshot_id}`,
-    `run it: orch up --from-build ${final.artifact_snapshot_id} ${path}`,
+    `run it: ${runCommand(final.artifact_snapshot_id!, path, compiled.request.spec.image !== undefined)}`,
     '',
   ].join('\n');
+}
+
+/**
+ * The `orch up` that boots a build's artifact with the definition just built. A definition that
+ * sets `image` (the base the build ran on) gets `--image-is-base`: with a plain `--from-build` its
+ * `image` is an error (compile rule 9); with it, the image is what orchd checks the artifact was
+ * built on. `path` is quoted for a POSIX shell when it needs to be.
+ */
+function runCommand(artifact: string, path: string, setsImage: boolean): string {
+  return `orch up --from-build ${artifact}${setsImage ? ' --image-is-base' : ''} ${shellQuote(path)}`;
 }
 
 /** Follows a build until it is no longer running, calling `onStep` once per finished step, in order. */

@@ -21,6 +21,8 @@ export interface PreviewFlags {
   readonly format?: Format;
   readonly only?: OnlyPart;
   readonly fromBuild?: string;
+  /** With `fromBuild`: the definition's `image` is the image the artifact was built on (orchd checks). */
+  readonly imageIsBase?: boolean;
 }
 
 /** The global `-o/--output` setting. */
@@ -28,7 +30,8 @@ export type OutputMode = 'table' | 'json';
 
 /**
  * Compiles the definition file as `compile`, `up` and `up --dry-run` all do (path resolution, task
- * id, `--from-build`); diagnostics become a DiagnosticsError. Makes no network request.
+ * id, `--from-build`, `--image-is-base`); diagnostics become a DiagnosticsError. Makes no network
+ * request.
  */
 export async function compileFile(
   positional: string | undefined,
@@ -38,6 +41,11 @@ export async function compileFile(
   if (flags.taskId !== undefined) {
     const problem = checkIdentifier('--task-id', flags.taskId);
     if (problem) throw new UsageError(problem);
+  }
+  if (flags.imageIsBase && flags.fromBuild === undefined) {
+    throw new UsageError(
+      "--image-is-base needs --from-build: it says the definition's image is the one the artifact was built on",
+    );
   }
   if (flags.fromBuild !== undefined) {
     // A snapshot id is an agent id (it becomes part of a path on the host): refused here, before
@@ -58,6 +66,7 @@ export async function compileFile(
   const result = compileSource(file.text, {
     taskId,
     ...(flags.fromBuild !== undefined ? { fromBuild: flags.fromBuild } : {}),
+    ...(flags.imageIsBase ? { imageIsBase: true } : {}),
   });
   if (!result.ok)
     throw new DiagnosticsError(result.diagnostics.map((d) => formatDiagnostic(file.display, d)));

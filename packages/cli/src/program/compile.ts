@@ -14,7 +14,11 @@ export function previewOptions(cmd: Command): Command {
     .option('--task-id <id>', 'task id to render (default: name of the definition file’s directory)')
     .addOption(new Option('--format <format>', 'output format (overrides -o/--output)').choices(FORMATS))
     .addOption(new Option('--only <part>', 'print one part undecorated').choices(ONLY_PARTS))
-    .option('--from-build <snapshot-id>', 'compile as from a build artifact: seed snapshot, run phase only');
+    .option('--from-build <snapshot-id>', 'compile as from a build artifact: seed snapshot, run phase only')
+    .option(
+      '--image-is-base',
+      'with --from-build: image names what the artifact was built on (orchd checks)',
+    );
 }
 
 /** Prints the preview of the definition at `path` with the command's flags. */

@@ -2,6 +2,7 @@ import {
   type Build,
   type BuildStep,
   type CreateBuildRequest,
+  DEFAULT_IMAGE,
   OrchError,
   SECRET_NAME,
   SECRET_NAME_RULE,
@@ -17,9 +18,6 @@ import { type BuildRow, type BuildsRepo, toBuild } from '../store/builds-repo.js
 import type { SnapshotsRepo } from '../store/snapshots-repo.js';
 import { LayerCache, type Plan } from './layer-cache.js';
 import { BUILD_LINE_ENV } from './layer-key.js';
-
-/** The image a spec without `image` boots (the agent's default). */
-export const DEFAULT_BUILD_IMAGE = 'busybox';
 
 /** What the guest accepts as an environment variable name (ExecRequest.env). */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
@@ -88,7 +86,7 @@ export class BuildService implements Service {
         );
       }
     }
-    const image = req.spec.image ?? DEFAULT_BUILD_IMAGE;
+    const image = req.spec.image ?? DEFAULT_IMAGE;
     const plan = await this.layers.plan(req, image, secrets);
     const id = recordId('bld_');
     await this.repo.insert({
@@ -184,7 +182,7 @@ export class BuildService implements Service {
       if (!seed && env.host_id !== plan.host.id) {
         // Placed on another host than planned: its base digest and arch make the keys.
         const host = await this.hosts.get(env.host_id);
-        const on = this.layers.keysOn(host, req.spec.image ?? DEFAULT_BUILD_IMAGE, req, secrets);
+        const on = this.layers.keysOn(host, req.spec.image ?? DEFAULT_IMAGE, req, secrets);
         if (!on) throw new OrchError('unavailable', `host ${host.id} reports no digest for the base image`);
         steps.forEach((s, i) => {
           s.layer_key = on.keys[i]!;

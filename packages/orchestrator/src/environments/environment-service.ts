@@ -3,6 +3,8 @@ import {
   AGENT_VM_PATHS,
   AgentVm,
   type CreateEnvironmentRequest,
+  type CreateVmRequest,
+  DEFAULT_IMAGE,
   decodeManifestInline,
   type Environment,
   EXEC_OUTPUT_LIMIT,
@@ -13,6 +15,7 @@ import {
   manifestServices,
   OrchError,
   VM_SECRET_NAME,
+  type VmSpec,
 } from '@orch/protocol';
 import { sleep } from '@support/server';
 import type { Logger } from 'pino';
@@ -77,7 +80,10 @@ export class EnvironmentService {
 
   /**
    * Creates an environment. `restore` restores a snapshot (a new VM on the snapshot's host, with the
-   * original environment's request); `seed` boots a build artifact's disk (from-build).
+   * original environment's request); `seed` boots a build artifact's disk (from-build). Either way
+   * the snapshot's disk is the root filesystem: the record keeps the image it descends from in
+   * `spec.image` (for a seed, the layer's: {@link seededSpec}), while placement and the agent see
+   * the spec without it ({@link withoutImage}).
    */
   async create(
     req: CreateEnvironmentRequest,
@@ -124,25 +130,27 @@ export class EnvironmentService {
       [VM_SECRET_NAME, randomBytes(32).toString('base64url')] as const,
     ]);
     const snapshot = opts.restore ?? opts.seed;
+    const spec = opts.seed ? await this.seededSpec(req.spec, opts.seed) : req.spec;
+    const placed = snapshot ? withoutImage(spec) : spec;
     const id = recordId('env_');
     const outcome = await this.placer.place({
-      spec: req.spec,
+      spec: placed,
       decide: (hosts, usage) => {
         const placement = place(hosts, usage, {
-          spec: req.spec,
+          spec: placed,
           services,
           ...(snapshot ? { onHost: snapshot.host_id } : {}),
         });
         // The snapshot's host is cordoned, unhealthy, full or gone: another host fetches the artifact.
         if (!placement.ok && snapshot && this.travel)
-          return this.elsewhere(hosts, usage, { spec: req.spec, services }, snapshot, placement);
+          return this.elsewhere(hosts, usage, { spec: placed, services }, snapshot, placement);
         return placement;
       },
       record: (hostId) => ({
         id,
         task_id: req.task_id,
         host_id: hostId,
-        spec: req.spec,
+        spec,
         manifest_inline: req.manifest_inline,
         startup_script: req.startup_script,
         expose: req.expose,
@@ -249,18 +257,43 @@ export class EnvironmentService {
     return (await this.hosts.list()).map((h) => h.id);
   }
 
-  /** The agent's create request for an environment row. */
-  vmRequest(row: EnvironmentRow, secrets: Record<string, string>) {
+  /**
+   * The agent's create request for an environment row: every path that starts a VM (create,
+   * restore, from-build, a build's VM, a move) sends this. `moved` is the artifact a move resumes
+   * on its target (instead of what the row started from). Started from a snapshot, the spec goes
+   * without `image`: the snapshot's disk is the root filesystem, the row keeps the image.
+   */
+  vmRequest(row: EnvironmentRow, secrets: Record<string, string>, moved?: string): CreateVmRequest {
+    const restore = moved ?? row.restored_from_snapshot_id ?? undefined;
+    const seed = moved === undefined ? (row.seed_snapshot_id ?? undefined) : undefined;
     return {
       id: row.id,
-      spec: row.spec,
+      spec: restore || seed ? withoutImage(row.spec) : row.spec,
       manifest_inline: row.manifest_inline,
       startup_script: row.startup_script,
       secrets,
       expose: row.expose,
-      ...(row.seed_snapshot_id ? { seed_snapshot_id: row.seed_snapshot_id } : {}),
-      ...(row.restored_from_snapshot_id ? { restore_snapshot_id: row.restored_from_snapshot_id } : {}),
+      ...(seed ? { seed_snapshot_id: seed } : {}),
+      ...(restore ? { restore_snapshot_id: restore } : {}),
     };
+  }
+
+  /**
+   * The spec a from-build environment records: the image its layer was built on (the build VM's
+   * record says which; none there is the default image). A request naming another image is
+   * refused: it would say the environment runs an image it does not.
+   */
+  private async seededSpec(spec: VmSpec, layer: SnapshotRow): Promise<VmSpec> {
+    const built = (await this.repo.get(layer.vm_id))?.spec.image;
+    const base = built ?? DEFAULT_IMAGE;
+    if (spec.image !== undefined && spec.image !== base) {
+      throw OrchError.invalid(
+        `spec.image "${spec.image}" is not the image build layer ${layer.id} was built on ("${base}"): its disk is the root filesystem; set spec.image to "${base}" or leave it out`,
+        { field: 'spec.image' },
+      );
+    }
+    const image = spec.image ?? built;
+    return image === undefined ? spec : { ...spec, image };
   }
 
   /** The secret values of an environment (to restore it elsewhere), decrypted. */
@@ -392,6 +425,16 @@ export class EnvironmentService {
     await this.failed.stop();
     await Promise.all(this.watchers);
   }
+}
+
+/**
+ * The spec of a VM started from a snapshot, as its agent and the scheduler see it: without
+ * `image`. The snapshot's disk (a standalone copy) is the whole root filesystem, so the image is
+ * neither booted nor needed on the host; the environment's record keeps it.
+ */
+export function withoutImage(spec: VmSpec): VmSpec {
+  const { image: _image, ...rest } = spec;
+  return rest;
 }
 
 /**

@@ -15,7 +15,7 @@ import { AgentCallError, type AgentClient, isAgentNotFound } from '../hosts/agen
 import type { HostService } from '../hosts/host-service.js';
 import type { EnvironmentRow, EnvironmentsRepo, HostUsage } from '../store/environments-repo.js';
 import { type MoveRow, type MovesRepo, toMove } from '../store/moves-repo.js';
-import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
+import { type EnvironmentService, expiryOf, portsOf, withoutImage } from './environment-service.js';
 import { deleteArtifact, fetchArtifact, writeLiveArtifact } from './move-artifact.js';
 import { AGENT_PAUSE_TIMEOUT_MS, recordResumed } from './pause-service.js';
 import { place } from './scheduler.js';
@@ -99,7 +99,8 @@ export class MoveService {
             for (const [id, u] of extra) usage.set(id, add(usage.get(id), u));
             // The target must have the image of every service the environment runs.
             const services = manifestServices(decodeManifestInline(env.manifest_inline));
-            const p = place(portable, usage, { spec: env.spec, services });
+            // The target resumes the environment's own disk: the image need not be there.
+            const p = place(portable, usage, { spec: withoutImage(env.spec), services });
             if (!p.ok) throw new OrchError('unavailable', p.message);
             extra.set(p.host.id, add(extra.get(p.host.id), spec(env)));
             return this.moves.insert({
@@ -202,11 +203,7 @@ export class MoveService {
       if (state === 'restoring') {
         await this.repo.transition(envId, ['paused'], 'resuming');
         const env = await this.envs.row(envId);
-        const request = {
-          ...this.envs.vmRequest(env, this.envs.secretsOf(env)),
-          restore_snapshot_id: m.artifact_id,
-        };
-        delete (request as { seed_snapshot_id?: string }).seed_snapshot_id;
+        const request = this.envs.vmRequest(env, this.envs.secretsOf(env), m.artifact_id);
         try {
           await target.json('POST', AGENT_VM_PATHS.vms, request, AgentVm);
         } catch (err) {

@@ -3,7 +3,7 @@ import type { Logger } from '@support/server';
 import { toOrchError } from '../api/errors.js';
 import { isAgentNotFound } from '../hosts/agent-client.js';
 import type { EnvironmentsRepo } from '../store/environments-repo.js';
-import { type EnvironmentService, expiryOf, portsOf } from './environment-service.js';
+import { type EnvironmentService, expiryOf, portsOf, withoutImage } from './environment-service.js';
 import { place } from './scheduler.js';
 
 /** How long orchd waits for an agent to pause or resume a VM (its memory is written or read). */
@@ -52,8 +52,10 @@ export class PauseService {
     await this.repo.withHostLocks([row.host_id], async (_trx, hosts, usage) => {
       const current = await this.repo.get(id);
       if (current?.state !== 'paused') throw conflict(id, 'resumed', 'paused', current?.state ?? row.state);
+      // In place: the VM's disk is on its host already (an environment restored or moved there
+      // may run on a host without its image).
       const placement = place(hosts, usage, {
-        spec: row.spec,
+        spec: withoutImage(row.spec),
         onHost: row.host_id,
       });
       if (!placement.ok) {
