@@ -221,7 +221,8 @@ describe('fuzz: malformed bodies and headers get envelope answers only', () => {
     expect(statuses.get(200)).toBeGreaterThan(100);
     expect(statuses.get(400)).toBeGreaterThan(100);
     expect(statuses.get(401)).toBeGreaterThan(100);
-  });
+    // A hang guard, not a speed bound: 3000 requests took over 60 s in a loaded run.
+  }, 240_000);
 
   it('answers 300 generated /watch requests with a stream or an envelope', async () => {
     const watchRequest = fc.record({
