@@ -23,6 +23,7 @@ import { Layout } from './images/layout.js';
 import type { KernelMeta } from './images/setup.js';
 import { AgentMetrics } from './metrics.js';
 import { ArtifactTransfer } from './transfer/artifact-transfer.js';
+import { ExportRoots } from './transfer/export-roots.js';
 import { run, which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
 import { HostPorts } from './vm/host-ports.js';
@@ -127,6 +128,8 @@ export class Agent implements Service, Startable {
       accelerator: config.kind === 'gpu' ? 'none' : hasQemu ? accelerator : 'none',
       dataDir: layout.root,
     });
+    const roots = new ExportRoots(config.exportRoots);
+    await roots.ensure();
     const transfer = new ArtifactTransfer({
       layout,
       snapshots: vms.snapshots,
@@ -138,6 +141,7 @@ export class Agent implements Service, Startable {
         forcePathStyle: config.s3ForcePathStyle,
         partSizeBytes: config.s3PartSizeMb * 2 ** 20,
       },
+      roots,
       logger,
     });
     const app = buildApp({ auth, vms, transfer, info, logger, metrics });

@@ -41,6 +41,7 @@ export class SnapshotService {
         { state: env.state },
       );
     }
+    if (body.export_destination) await this.exports?.check(env.host_id, body.export_destination);
     const taken = await takeSnapshot(
       { agents: this.envs.agents, repo: this.repo, metrics: this.metrics },
       {
