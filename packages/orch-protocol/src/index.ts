@@ -47,6 +47,7 @@ export {
   LAYER_KEY_SCHEME,
   MAX_BUILD_LINES,
 } from './builds.js';
+export { CLIENT_MARGIN_SECONDS, clientDeadlineMs, execWaitMs, ORCHD_WAIT_SECONDS } from './deadlines.js';
 export {
   CreateEnvironmentRequest,
   ENVIRONMENT_STATES,

@@ -83,6 +83,8 @@ export class FakeAgent {
   } = {};
   /** How long taking a snapshot takes. */
   snapshotMs = 0;
+  /** When set, pause and resume answers wait for it (a VM whose memory takes long to save). */
+  pauseGate: Promise<void> | undefined;
   /** When set, exec answers wait for it (a command that runs until the test says it ended). */
   execGate: Promise<void> | undefined;
   /** Exec requests received. */
@@ -223,6 +225,7 @@ export class FakeAgent {
     }
     if (parts[1] === 'vms' && (parts[3] === 'pause' || parts[3] === 'resume') && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      await this.pauseGate;
       const from = parts[3] === 'pause' ? 'running' : 'paused';
       if (vm.state !== from)
         return send(409, { error: { code: 'conflict', message: `VM ${vm.id} is ${vm.state}` } });

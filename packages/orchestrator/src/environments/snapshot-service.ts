@@ -2,6 +2,7 @@ import {
   AGENT_VM_PATHS,
   type CreateSnapshotBody,
   type Environment,
+  ORCHD_WAIT_SECONDS,
   OrchError,
   type Snapshot,
   SnapshotArtifact,
@@ -226,7 +227,7 @@ export async function takeSnapshot(
       AGENT_VM_PATHS.snapshots(record.vm_id),
       { snapshot_id: id, live },
       SnapshotArtifact,
-      { timeoutMs: 600_000 },
+      { timeoutMs: ORCHD_WAIT_SECONDS.snapshot * 1000 },
     );
     await deps.repo.transition(id, ['creating'], 'ready', {
       kind: artifact.kind,

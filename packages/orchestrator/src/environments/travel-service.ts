@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import {
   DestinationCheck,
   type Host,
+  ORCHD_WAIT_SECONDS,
   OrchError,
   SnapshotArtifact,
   SnapshotExportResult,
@@ -15,7 +16,7 @@ import type { SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
 
 /** How long an agent may take to export or fetch an artifact (GiBs of disk and memory). */
-export const TRANSFER_TIMEOUT_MS = 1_800_000;
+export const TRANSFER_TIMEOUT_MS = ORCHD_WAIT_SECONDS.transfer * 1000;
 
 /**
  * Snapshots travel between hosts (orchd's side): exports of a snapshot by the agent that holds it,
