@@ -151,7 +151,7 @@ export class Agent implements Service, Startable {
     });
     const port = await listen(this.server, config.port, config.host);
     logger.info(
-      { port, host: config.host, kind: config.kind, accelerator, id: config.id },
+      { port, host: config.host, kind: config.kind, accelerator, id: config.id, version: AGENT_VERSION },
       'orch-agent listening',
     );
     return listenUrl(config.host, port);
