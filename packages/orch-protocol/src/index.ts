@@ -68,6 +68,7 @@ export {
   MAX_DETAIL_ISSUES,
   OrchError,
 } from './errors.js';
+export { EVENT_ACTIONS, EVENT_KINDS, EVENT_TYPES, type EventKind } from './event-types.js';
 export {
   HOST_HEALTH,
   HOST_STATES,
