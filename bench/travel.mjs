@@ -37,6 +37,7 @@ const env = {
   AGENT_S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
   AGENT_S3_ACCESS_KEY_ID: 'S3RVER',
   AGENT_S3_SECRET_ACCESS_KEY: 'S3RVER',
+  AGENT_EXPORT_ROOTS: join(work, 'exports'),
 };
 const a = await startBenchAgent({ images: ['busybox'], env });
 const b = await startBenchAgent({ images: ['busybox'], env });

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { resolve } from 'node:path';
 import {
   declareOptions,
   listenOptions,
@@ -137,6 +138,26 @@ export const OPTIONS = declareOptions({
     schema: z.coerce.number().int().min(1).max(1024).default(8),
     description: "MiB of a VM's startup log kept on disk (two rotated halves; offsets stay absolute)",
   },
+  exportRoots: {
+    env: 'AGENT_EXPORT_ROOTS',
+    flag: '--export-roots <dirs>',
+    schema: z
+      .string()
+      .default('')
+      .transform((v) =>
+        v
+          .split(',')
+          .map((d) => d.trim())
+          .filter(Boolean),
+      )
+      .pipe(
+        z.array(
+          z.string().refine((d) => d === 'none' || d.startsWith('/'), 'each root must be an absolute path'),
+        ),
+      ),
+    description:
+      'exports: comma-separated absolute directories file:// destinations must lie under (default: <data dir>/exports; none: no file:// exports)',
+  },
   s3Endpoint: {
     env: 'AGENT_S3_ENDPOINT',
     schema: z
@@ -261,7 +282,9 @@ type Parsed = OptionValues<typeof OPTIONS>;
 export type RawOptions = RawOptionsOf<typeof OPTIONS>;
 
 /** The validated settings of the agent server. */
-export interface Config extends Omit<Parsed, 'microvmToken' | 'gpuToken'> {
+export interface Config extends Omit<Parsed, 'microvmToken' | 'gpuToken' | 'exportRoots'> {
+  /** Absolute directories `file://` destinations must lie under; empty: none allowed. */
+  readonly exportRoots: readonly string[];
   /** The one bearer token every request must carry. */
   readonly token: string;
   readonly kind: 'microvm' | 'gpu';
@@ -308,14 +331,20 @@ export function loadConfig(fromFlags: RawOptions, env: Readonly<Record<string, s
         'set only one of MICROVM_AGENT_TOKEN and GPU_AGENT_TOKEN: an agent serves one kind of host',
       );
     }
+    if (v.exportRoots?.includes('none') && v.exportRoots.length > 1)
+      problem('exportRoots', '"none" cannot be combined with directories');
     const id = v.id || defaultId;
     if (v.id !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(id)) {
       problem('id', `${JSON.stringify(id)} must be letters, digits, '.', '_' or '-' (at most 63)`);
     }
   });
-  const { microvmToken, gpuToken, ...rest } = parsed;
+  const { microvmToken, gpuToken, exportRoots, ...rest } = parsed;
   return {
     ...rest,
+    exportRoots:
+      exportRoots.length === 0
+        ? [resolve(parsed.dataDir, 'exports')]
+        : exportRoots.filter((r) => r !== 'none').map((r) => resolve(r)),
     id: parsed.id || defaultId,
     token: microvmToken || gpuToken,
     kind: microvmToken ? 'microvm' : 'gpu',

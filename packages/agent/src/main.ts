@@ -19,7 +19,7 @@ import { Layout } from './images/layout.js';
 import { importImage } from './images/oci-import.js';
 import { pullImage } from './images/registry-pull.js';
 import { runSetup } from './images/setup.js';
-import { Agent } from './server.js';
+import { AGENT_VERSION, Agent } from './server.js';
 
 /**
  * A graceful stop suspends every running VM (its memory saved, encrypted): more than the default
@@ -35,7 +35,11 @@ const progress = (m: string) => process.stdout.write(`==> ${m}\n`);
 await runMain(
   'orch-agent',
   async (signal) => {
-    const program = createProgram('orch-agent', 'The host agent: runs environments as QEMU microVMs.');
+    const program = createProgram(
+      'orch-agent',
+      'The host agent: runs environments as QEMU microVMs.',
+      AGENT_VERSION,
+    );
     addOptions(program.allowExcessArguments(), OPTIONS).action(async (_opts, cmd) => {
       refuseUnknownCommand(cmd);
       const config = loadConfig(flagValues(cmd, OPTIONS), process.env);

@@ -26,6 +26,7 @@ import { AgentMetrics } from './metrics.js';
 import { installIsolation } from './net/isolation.js';
 import { groupId, VmUsers } from './net/vm-users.js';
 import { ArtifactTransfer } from './transfer/artifact-transfer.js';
+import { ExportRoots } from './transfer/export-roots.js';
 import { run, which } from './util/run.js';
 import { type Accelerator, hostTscKhz, resolveAccelerator } from './vm/accel.js';
 import { HostPorts } from './vm/host-ports.js';
@@ -157,6 +158,8 @@ export class Agent implements Service, Startable {
       accelerator: hasQemu ? accelerator : 'none',
       dataDir: layout.root,
     });
+    const roots = new ExportRoots(config.exportRoots);
+    await roots.ensure();
     const transfer = new ArtifactTransfer({
       layout,
       snapshots: vms.snapshots,
@@ -168,6 +171,7 @@ export class Agent implements Service, Startable {
         forcePathStyle: config.s3ForcePathStyle,
         partSizeBytes: config.s3PartSizeMb * 2 ** 20,
       },
+      roots,
       logger,
     });
     const app = buildApp({ auth, vms, transfer, info, logger, metrics });
@@ -177,7 +181,7 @@ export class Agent implements Service, Startable {
     });
     const port = await listen(this.server, config.port, config.host);
     logger.info(
-      { port, host: config.host, kind: config.kind, accelerator, id: config.id },
+      { port, host: config.host, kind: config.kind, accelerator, id: config.id, version: AGENT_VERSION },
       'orch-agent listening',
     );
     return listenUrl(config.host, port);

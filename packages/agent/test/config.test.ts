@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { malformedAnswers, runBin } from '@support/server/testing';
@@ -145,8 +145,16 @@ test('without QEMU the agent starts, says so, and refuses to create a VM with a 
     env: { AGENT_QEMU: '/nonexistent/qemu-system-x86_64' },
   });
   try {
-    const info = await agent.request<{ accelerator: string }>('GET', '/v1/info');
+    const info = await agent.request<{ accelerator: string; version: string }>('GET', '/v1/info');
     expect(info.body.accelerator).toBe('none');
+    // The version, from package.json, in /v1/info and in the listening log line.
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    expect(info.body.version).toBe(version);
+    expect(agent.output.find((l) => l.includes('"msg":"orch-agent listening"'))).toContain(
+      `"version":"${version}"`,
+    );
     const r = await agent.request<{ error: { code: string; message: string; details: { reason: string } } }>(
       'POST',
       '/v1/vms',
@@ -219,5 +227,15 @@ test('isolation on but its rules cannot be installed (no nft): /v1/info says why
     await agent.stop();
     rmSync(bin, { recursive: true, force: true });
     rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('--version prints the version of its package.json, status 0', () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V']) {
+    const r = run([flag], {});
+    expect([r.status, r.stdout]).toEqual([0, `${version}\n`]);
   }
 });

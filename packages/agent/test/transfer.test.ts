@@ -59,6 +59,7 @@ function agentEnv(withS3: boolean): Record<string, string> {
   return {
     AGENT_QEMU: '/nonexistent/qemu-system-x86_64',
     AGENT_S3_PART_SIZE_MB: '5',
+    AGENT_EXPORT_ROOTS: exportsDir,
     ...(withS3
       ? { AGENT_S3_ENDPOINT: s3Url, AGENT_S3_ACCESS_KEY_ID: 'S3RVER', AGENT_S3_SECRET_ACCESS_KEY: 'S3RVER' }
       : {}),

@@ -38,6 +38,8 @@ export type ProcedureOutput<P extends ProcedureName> = ProcedureOutputs[P];
 export const healthSchema = z.object({
   ok: z.boolean(),
   nodeId: z.string().min(1),
+  /** The program's version (its package.json), on board-node and board-router. */
+  version: z.string().optional(),
   nodes: z
     .array(z.object({ url: z.string(), nodeId: z.string(), state: z.enum(['unknown', 'up', 'down']) }))
     .optional(),

@@ -10,6 +10,7 @@ import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { NodePool, type UpstreamNode } from './nodes.js';
 import { responseHeaders, routeRpc } from './route.js';
+import { BOARD_ROUTER_VERSION } from './version.js';
 
 /** How long a client's ended `/watch` stream may take to read what is still queued for it (as a node's). */
 const WATCH_END_GRACE_MS = 30_000;
@@ -125,6 +126,7 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
       const health = {
         ok: up > 0,
         nodeId: 'board-router',
+        version: BOARD_ROUTER_VERSION,
         nodes: pool.nodes.map((n) => ({ url: n.url, nodeId: n.id, state: n.state })),
       } satisfies Health;
       // A 503 carries the error envelope too (spec, "Errors": every non-200 does), beside the nodes.
@@ -253,7 +255,10 @@ export async function startBoardRouter(config: RouterConfig, logger?: Logger): P
     throw err;
   }
   const url = `http://${config.host}:${port}`;
-  log.info({ url, nodes: config.nodes, hedge: config.hedge }, 'board-router listening');
+  log.info(
+    { url, nodes: config.nodes, hedge: config.hedge, version: BOARD_ROUTER_VERSION },
+    'board-router listening',
+  );
   return {
     url,
     metrics,

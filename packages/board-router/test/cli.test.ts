@@ -2,6 +2,7 @@
  * The `board-router` binary's exit statuses, the same rules as every server program: 0 for
  * `--help`, 2 for configuration (every problem at once), 1 when it cannot start.
  */
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { runBin } from '@support/server/testing';
@@ -47,5 +48,15 @@ test('a port already taken: status 1, saying why', async () => {
     expect(r.stderr).toContain('EADDRINUSE');
   } finally {
     blocker.close();
+  }
+});
+
+test('--version prints the version of its package.json, status 0', () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V']) {
+    const r = run([flag]);
+    expect([r.status, r.stdout]).toEqual([0, `${version}\n`]);
   }
 });

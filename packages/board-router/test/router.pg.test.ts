@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 /**
  * board-router in front of three real board-node processes sharing one PostgreSQL server. A gate
  * proxy in front of node-c holds chosen requests: a node that is slow past any deadline (hedging),
@@ -99,9 +100,14 @@ describeOnServerPostgres('board-router over three board-nodes', () => {
     expect(noBoard.headers.get('x-data-served-by')).toMatch(/^node-[abc]$/);
     const health = (await (await fetch(`${router.url}/health`)).json()) as {
       ok: boolean;
+      version: string;
       nodes: { nodeId: string; state: string }[];
     };
     expect(health.ok).toBe(true);
+    expect(health.version).toBe(
+      (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
+        .version,
+    );
     expect(health.nodes.map((n) => [n.nodeId, n.state])).toEqual([
       ['node-a', 'up'],
       ['node-b', 'up'],

@@ -5,12 +5,14 @@ import { addTokenCommands } from './commands/token-commands.js';
 import { loadConfig } from './config.js';
 import { BoardError } from './errors.js';
 import { startBoardNode } from './node.js';
+import { BOARD_NODE_VERSION } from './version.js';
 
 /** The command line; `signal` aborts on SIGINT/SIGTERM (see `runMain`). */
 function program(signal: AbortSignal): Command {
   const program = createProgram(
     'board-node',
     'The board data service node: POST /rpc/<procedure>, GET /watch, GET /health',
+    BOARD_NODE_VERSION,
   );
   withConfigOptions(program.allowExcessArguments()).action(async (_opts, cmd: Command) => {
     refuseUnknownCommand(cmd);

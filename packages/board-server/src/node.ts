@@ -11,6 +11,7 @@ import { ReplicaCache } from './replica/replica-cache.js';
 import { createRequestListener } from './rpc/app.js';
 import type { NodeContext } from './rpc/handlers.js';
 import { openStore, type Store } from './store/database.js';
+import { BOARD_NODE_VERSION } from './version.js';
 import { WatchHub } from './watch/watch-hub.js';
 
 /** A running node. */
@@ -126,7 +127,10 @@ export async function startBoardNode(
     await store.close();
     throw err;
   }
-  log.info({ port, host: config.host, store: store.kind, auth: config.auth }, 'board-node listening');
+  log.info(
+    { port, host: config.host, store: store.kind, auth: config.auth, version: BOARD_NODE_VERSION },
+    'board-node listening',
+  );
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => {

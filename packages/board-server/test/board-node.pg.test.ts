@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 /**
  * Integration suite on a real board-node process, run once per store: the embedded default and a
  * PostgreSQL server reached through DATABASE_URL.
@@ -84,9 +85,18 @@ for (const storeName of STORES) {
     it('answers /health without auth and without engine work', async () => {
       const res = await fetch(`${node.url}/health`);
       expect(res.status).toBe(200);
-      const body = (await res.json()) as { ok: boolean; nodeId: string };
+      const body = (await res.json()) as { ok: boolean; nodeId: string; version: string };
       expect(body.ok).toBe(true);
       expect(typeof body.nodeId).toBe('string');
+      const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+        version: string;
+      };
+      expect(body.version).toBe(version);
+      const listening = node
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"msg":"board-node listening"'));
+      expect(listening).toContain(`"version":"${version}"`);
     });
 
     it('takes its options as flags too, flags winning over the environment', async () => {
@@ -103,6 +113,7 @@ for (const storeName of STORES) {
         expect(await (await fetch(`${flagged.url}/health`)).json()).toEqual({
           ok: true,
           nodeId: 'from-flag',
+          version: expect.any(String),
         });
       } finally {
         await flagged.stop();

@@ -3,6 +3,7 @@
  * `--help`, 2 for configuration (every problem at once; subcommands too), 1 when a command fails.
  * Configuration is refused before any store is opened, so no PostgreSQL is needed here.
  */
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { runBin } from '@support/server/testing';
 import { expect, test } from 'vitest';
@@ -39,4 +40,14 @@ test('a command that fails: status 1 with the tag', () => {
   const r = run(['token', 'mint', '--board', 'b', '--verbs', 'fly'], { BOARD_TOKEN_SECRET: 's'.repeat(32) });
   expect(r.status).toBe(1);
   expect(r.stderr).toBe('board-node: InvalidInput: unknown verb "fly"\n');
+});
+
+test('--version prints the version of its package.json, status 0', () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V']) {
+    const r = run([flag]);
+    expect([r.status, r.stdout]).toEqual([0, `${version}\n`]);
+  }
 });

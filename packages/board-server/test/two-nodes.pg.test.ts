@@ -39,7 +39,11 @@ describeOnServerPostgres('two nodes on one PostgreSQL', () => {
   });
 
   it('reports distinct node ids on /health and node.stats', async () => {
-    expect(await (await fetch(`${a.url}/health`)).json()).toEqual({ ok: true, nodeId: 'node-a' });
+    expect(await (await fetch(`${a.url}/health`)).json()).toEqual({
+      ok: true,
+      nodeId: 'node-a',
+      version: expect.any(String),
+    });
     const stats = value<{ nodeId: string; boards: string[] }>(
       await rpc(b.url, 'node.stats', {}, { board: 'shared' }),
     );

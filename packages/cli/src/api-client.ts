@@ -70,8 +70,37 @@ export const NoContent = z.undefined();
  */
 export const ANSWER_LIMIT_BYTES = 64 * 2 ** 20;
 
-/** How long one call (`call`) may take, answer read in full. */
+/**
+ * How long one call (`call`) may take, answer read in full, unless the call says otherwise: a
+ * call whose answer waits for an agent passes its own deadline, derived from how long orchd waits
+ * (`clientDeadlineMs` of `@orch/protocol`: an exec its `--timeout` plus margins, a pause or resume
+ * orchd's 300 s, a snapshot 600 s, a restore a transfer's 1800 s).
+ */
 export const CALL_TIMEOUT_MS = 30_000;
+
+/** Options of one {@link OrchClient.call}. */
+export interface CallOptions {
+  /** This call's deadline (default: the client's, {@link CALL_TIMEOUT_MS}). */
+  readonly timeoutMs?: number;
+  /** Sent besides the credentials (an `Idempotency-Key`). */
+  readonly headers?: Record<string, string>;
+}
+
+/**
+ * Node's `fetch` gives up on an answer whose head takes longer than 300 s (undici's
+ * `headersTimeout`), whatever the call's deadline; a call allowed that long goes through undici's
+ * own fetch with a dispatcher without that limit (loaded only then), bounded by its signal.
+ */
+const FETCH_HEADERS_LIMIT_MS = 300_000;
+
+async function fetchWithin(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+  if (timeoutMs < FETCH_HEADERS_LIMIT_MS) return fetch(url, init);
+  const loaded = await import('undici');
+  // A CommonJS package: bundled, its exports are the namespace's default only.
+  const undici = (loaded as unknown as { default?: typeof loaded }).default ?? loaded;
+  const dispatcher = new undici.Agent({ headersTimeout: 0, bodyTimeout: 0 });
+  return undici.fetch(url, { ...(init as object), dispatcher }) as unknown as Promise<Response>;
+}
 
 export interface OrchClientOptions {
   /** Default {@link ANSWER_LIMIT_BYTES}. */
@@ -98,8 +127,8 @@ export class OrchClient {
 
   /**
    * One request, its answer read in full within the time limit and checked with `schema` (the
-   * `@orch/protocol` schema of the route's answer; {@link NoContent} for a 204); `headers` are sent
-   * besides the credentials (an `Idempotency-Key`).
+   * `@orch/protocol` schema of the route's answer; {@link NoContent} for a 204), within
+   * `opts.timeoutMs`, with `opts.headers` besides the credentials.
    *
    * @example
    * const { hosts } = await api.call(HostList, 'GET', '/v1/hosts');
@@ -109,11 +138,17 @@ export class OrchClient {
     method: string,
     path: string,
     body?: unknown,
-    headers: Record<string, string> = {},
+    opts: CallOptions = {},
   ): Promise<z.output<S>> {
-    const signal = AbortSignal.timeout(this.#timeoutMs);
-    const res = await this.send(method, path, { body, signal, headers });
-    const text = new TextDecoder().decode(await this.readAll(res));
+    const timeoutMs = opts.timeoutMs ?? this.#timeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    const res = await this.send(method, path, {
+      body,
+      signal,
+      timeoutMs,
+      ...(opts.headers ? { headers: opts.headers } : {}),
+    });
+    const text = new TextDecoder().decode(await this.readAll(res, timeoutMs));
     if (!res.ok) throw apiErrorFromResponse(res.status, text);
     let json: unknown;
     try {
@@ -146,7 +181,7 @@ export class OrchClient {
    * The whole body of `res`, at most the answer limit: a larger one is cancelled as soon as it
    * passes the limit (`bad_answer`); a body cut short or too slow is a `transport` error.
    */
-  async readAll(res: Response): Promise<Uint8Array> {
+  async readAll(res: Response, timeoutMs = this.#timeoutMs): Promise<Uint8Array> {
     const declared = Number(res.headers.get('content-length') ?? 0);
     if (declared > this.#answerLimit) {
       await res.body?.cancel().catch(() => undefined);
@@ -161,7 +196,7 @@ export class OrchClient {
       try {
         next = await reader.read();
       } catch (err) {
-        throw this.transport(err);
+        throw this.transport(err, timeoutMs);
       }
       if (next.done) break;
       size += next.value.byteLength;
@@ -177,7 +212,13 @@ export class OrchClient {
   private async send(
     method: string,
     path: string,
-    opts: { body?: unknown; signal?: AbortSignal; accept?: string; headers?: Record<string, string> },
+    opts: {
+      body?: unknown;
+      signal?: AbortSignal;
+      timeoutMs?: number;
+      accept?: string;
+      headers?: Record<string, string>;
+    },
   ): Promise<Response> {
     const headers: Record<string, string> = { accept: opts.accept ?? 'application/json', ...opts.headers };
     if (this.#context.token !== undefined) {
@@ -187,22 +228,26 @@ export class OrchClient {
     }
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     try {
-      return await fetch(`${this.#context.url}${path}`, {
-        method,
-        headers,
-        redirect: 'manual',
-        ...(opts.signal ? { signal: opts.signal } : {}),
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
+      return await fetchWithin(
+        `${this.#context.url}${path}`,
+        {
+          method,
+          headers,
+          redirect: 'manual',
+          ...(opts.signal ? { signal: opts.signal } : {}),
+          ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+        },
+        opts.timeoutMs ?? 0,
+      );
     } catch (err) {
-      throw this.transport(err);
+      throw this.transport(err, opts.timeoutMs);
     }
   }
 
-  private transport(err: unknown): ApiCallError {
+  private transport(err: unknown, timeoutMs = this.#timeoutMs): ApiCallError {
     return new ApiCallError(
       undefined,
-      `cannot reach the orchestrator at ${this.#context.url}: ${transportProblem(err, this.#timeoutMs)}`,
+      `cannot reach the orchestrator at ${this.#context.url}: ${transportProblem(err, timeoutMs)}`,
     );
   }
 

@@ -1,4 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
+import manifest from '../package.json' with { type: 'json' };
 import { CliError } from './errors.js';
 import { addApikeys } from './program/apikeys.js';
 import { addAttach } from './program/attach.js';
@@ -22,6 +23,7 @@ import { addUp } from './program/up.js';
 export function buildProgram(exit: ExitStatus): Command {
   const program = new Command('orch')
     .description('Client of the orchestrator for virtual-machine environments.')
+    .version(manifest.version, '-V, --version', 'print the version and exit')
     .addOption(
       new Option('-o, --output <mode>', 'output mode: table (human view) or json')
         .choices(['table', 'json'])

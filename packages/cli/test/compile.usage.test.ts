@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -135,12 +135,21 @@ test('up refuses to send anything while a required secret is missing', () => {
   );
 });
 
+test('orch --version prints the version of its package.json, status 0', () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V'])
+    expect(runOrch([flag])).toMatchObject({ code: 0, stdout: `${version}\n` });
+});
+
 describe('help lists every flag, one line each', () => {
   const flagLines = (help: string) => help.split('\n').filter((l) => /^\s+-/.test(l));
   test('orch --help', () => {
     const r = runOrch(['--help']);
     expect(r.code).toBe(0);
     expect(flagLines(r.stdout).map((l) => l.trim().split(/\s{2,}/)[0])).toEqual([
+      '-V, --version',
       '-o, --output <mode>',
       '-h, --help',
     ]);
@@ -162,6 +171,7 @@ describe('help lists every flag, one line each', () => {
         ? ['--dry-run', '--secret <NAME=VALUE...>', '--secrets-file <file>', '--detach']
         : []),
       '-h, --help',
+      '-V, --version',
       '-o, --output <mode>',
     ]);
     // Every flag line carries its description, and nothing wraps onto a continuation line.

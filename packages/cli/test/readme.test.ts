@@ -51,8 +51,13 @@ describe('the README describes every command and flag --help prints', () => {
   });
 
   test('the global option', () => {
-    expect(section(runOrch(['--help']).stdout, 'Options')).toEqual(['-o, --output <mode>', '-h, --help']);
+    expect(section(runOrch(['--help']).stdout, 'Options')).toEqual([
+      '-V, --version',
+      '-o, --output <mode>',
+      '-h, --help',
+    ]);
     expect(README).toContain('`-o, --output table|json`');
+    expect(README).toContain('`-V, --version`');
   });
 
   test.each(leaves.map((l) => [l.path.join(' '), l.flags] as const))('orch %s', (command, flags) => {

@@ -48,6 +48,7 @@ export {
   LAYER_KEY_SCHEME,
   MAX_BUILD_LINES,
 } from './builds.js';
+export { CLIENT_MARGIN_SECONDS, clientDeadlineMs, execWaitMs, ORCHD_WAIT_SECONDS } from './deadlines.js';
 export {
   CreateEnvironmentRequest,
   ENVIRONMENT_STATES,
@@ -68,6 +69,7 @@ export {
   MAX_DETAIL_ISSUES,
   OrchError,
 } from './errors.js';
+export { EVENT_ACTIONS, EVENT_KINDS, EVENT_TYPES, type EventKind } from './event-types.js';
 export {
   AgentGpuDevice,
   AgentGpuStatus,
@@ -187,9 +189,11 @@ export {
   ARTIFACT_FILES,
   type ArtifactFile,
   type Destination,
+  DestinationCheck,
   destination,
   EXPORT_MANIFEST,
   ExportManifest,
+  normalDestination,
   parseDestination,
   SnapshotExportRequest,
   SnapshotExportResult,

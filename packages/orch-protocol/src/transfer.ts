@@ -7,6 +7,7 @@ import { agentId, text } from './text.js';
  *   GET  /v1/snapshots/{snapshot_id}/files/{name}  -> 200 application/octet-stream (one artifact file)
  *   POST /v1/snapshots/{snapshot_id}/export        SnapshotExportRequest -> 200 SnapshotExportResult
  *   POST /v1/snapshots/{snapshot_id}/fetch         SnapshotFetchRequest  -> 200 SnapshotArtifact
+ *   POST /v1/destinations/check                    DestinationCheck      -> 200 DestinationCheck
  *
  * An artifact is the files of {@link ARTIFACT_FILES} (a disk snapshot has no `state.bin`); its
  * `snapshot.json` holds what a restore needs (spec, kernel command line, kernel, accelerator, QEMU
@@ -24,6 +25,7 @@ export const TRANSFER_ROUTES = {
   snapshotFile: '/v1/snapshots/{snapshot_id}/files/{name}',
   snapshotExport: '/v1/snapshots/{snapshot_id}/export',
   snapshotFetch: '/v1/snapshots/{snapshot_id}/fetch',
+  destinationCheck: '/v1/destinations/check',
 } as const;
 
 export const TRANSFER_PATHS = {
@@ -31,6 +33,7 @@ export const TRANSFER_PATHS = {
     `/v1/snapshots/${encodeURIComponent(id)}/files/${encodeURIComponent(name)}`,
   snapshotExport: (id: string) => `/v1/snapshots/${encodeURIComponent(id)}/export`,
   snapshotFetch: (id: string) => `/v1/snapshots/${encodeURIComponent(id)}/fetch`,
+  destinationCheck: () => '/v1/destinations/check',
 } as const;
 
 /** A parsed export destination (or export reference: the same grammar). */
@@ -121,12 +124,30 @@ function authorityOf(raw: string): string {
   return /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(input)?.[1] ?? '';
 }
 
-/** `z` field holding a destination, checked by {@link parseDestination}. */
+/**
+ * The one normal form of a destination: `url` of {@link parseDestination} (`file:///d/` and
+ * `file:///d//` are `file:///d`, `S3://b/p/` is `s3://b/p`), so that one directory or prefix is
+ * stored and compared as one string whatever route it came in by; `undefined` when it is not a
+ * destination.
+ *
+ * @example normalDestination('file:///srv/exports/') // 'file:///srv/exports'
+ */
+export function normalDestination(raw: string): string | undefined {
+  const r = parseDestination(raw);
+  return r.ok ? r.value.url : undefined;
+}
+
+/**
+ * `z` field holding a destination, checked by {@link parseDestination} and read as its normal
+ * form ({@link normalDestination}): every route taking a destination stores the same string.
+ */
 export const destination = () =>
-  text(2048, 1).check((ctx) => {
-    const r = parseDestination(ctx.value);
-    if (!r.ok) ctx.issues.push({ code: 'custom', message: r.reason, input: ctx.value });
-  });
+  text(2048, 1)
+    .check((ctx) => {
+      const r = parseDestination(ctx.value);
+      if (!r.ok) ctx.issues.push({ code: 'custom', message: r.reason, input: ctx.value });
+    })
+    .overwrite((v) => normalDestination(v) ?? v);
 
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 hex digits (sha256)');
 
@@ -135,6 +156,17 @@ export const SnapshotExportRequest = z
   .strictObject({ destination: destination() })
   .meta({ id: 'SnapshotExportRequest' });
 export type SnapshotExportRequest = z.infer<typeof SnapshotExportRequest>;
+
+/**
+ * `POST /v1/destinations/check` (agent): whether the agent would export to `destination` (a
+ * `file://` one must lie under one of its export roots; an `s3://` one needs its S3 keys). `200`
+ * with the normal form, else the refusal an export would get (`400`), before anything is recorded
+ * or written.
+ */
+export const DestinationCheck = z
+  .strictObject({ destination: destination() })
+  .meta({ id: 'DestinationCheck' });
+export type DestinationCheck = z.infer<typeof DestinationCheck>;
 
 /** What an export wrote and verified: `export_ref` is `<destination>/<snapshot_id>`. */
 export const SnapshotExportResult = z

@@ -23,7 +23,7 @@ import { buildRoutes } from './api/routes/builds.js';
 import { environmentRoutes } from './api/routes/environments.js';
 import { eventRoutes } from './api/routes/events.js';
 import { hostRoutes } from './api/routes/hosts.js';
-import { metricsRoute } from './api/routes/metrics.js';
+import { infoRoute, metricsRoute } from './api/routes/metrics.js';
 import { sessionRoutes } from './api/routes/session.js';
 import { travelRoutes } from './api/routes/travel.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -61,6 +61,7 @@ import { IdempotencyRepo } from './store/idempotency-repo.js';
 import { MovesRepo } from './store/moves-repo.js';
 import { RevokedSessionsRepo } from './store/revoked-sessions-repo.js';
 import { SnapshotsRepo } from './store/snapshots-repo.js';
+import { ORCHD_VERSION } from './version.js';
 
 const KEY_CHECK_SETTING = 'token_encryption_key_check';
 const KEY_CHECK_PLAINTEXT = 'orchd token encryption key check';
@@ -204,7 +205,7 @@ export class Orchestrator implements Service, Startable {
       success: { status: 200, description: 'OpenAPI 3.0 description of every route' },
       handler: async () => ({ status: 200, body: document }),
     });
-    routes.push(openapi, metricsRoute(metrics));
+    routes.push(openapi, infoRoute(), metricsRoute(metrics));
     const document = openApiDocument(routes);
     const app = buildApp({ auth, allowlist, logger, http: metrics.http }, routes, (a) =>
       mountDashboard(a, auth, apiKeys !== undefined, new URL('./dashboard/', import.meta.url)),
@@ -244,6 +245,7 @@ export class Orchestrator implements Service, Startable {
         store: this.store.mode,
         auth: auth.passThrough ? 'disabled' : 'required',
         api_keys: !!apiKeys,
+        version: ORCHD_VERSION,
       },
       'orchd listening',
     );

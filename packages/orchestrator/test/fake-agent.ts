@@ -76,6 +76,8 @@ export class FakeAgent {
   /** When false, a live snapshot request is served as a disk snapshot (and says so). */
   supportsLive = true;
   bootMs = 50;
+  /** The directories `file://` destinations must lie under (`POST /v1/destinations/check`). */
+  exportRoots: string[] = ['/srv', '/x', '/full'];
   /** When set, `POST /v1/snapshots/{id}/export` fails with this agent error message (503). */
   exportFailure: string | undefined;
   /** Fetch requests received (`POST /v1/snapshots/{id}/fetch`), with the snapshot id. */
@@ -87,6 +89,8 @@ export class FakeAgent {
   } = {};
   /** How long taking a snapshot takes. */
   snapshotMs = 0;
+  /** When set, pause and resume answers wait for it (a VM whose memory takes long to save). */
+  pauseGate: Promise<void> | undefined;
   /** When set, exec answers wait for it (a command that runs until the test says it ended). */
   execGate: Promise<void> | undefined;
   /** Exec requests received. */
@@ -250,6 +254,7 @@ export class FakeAgent {
     }
     if (parts[1] === 'vms' && (parts[3] === 'pause' || parts[3] === 'resume') && req.method === 'POST') {
       if (!vm) return send(404, { error: { code: 'not_found', message: 'no such VM' } });
+      await this.pauseGate;
       const from = parts[3] === 'pause' ? 'running' : 'paused';
       if (vm.state !== from)
         return send(409, { error: { code: 'conflict', message: `VM ${vm.id} is ${vm.state}` } });
@@ -337,6 +342,19 @@ export class FakeAgent {
         arch: 'amd64',
         created_at: new Date().toISOString(),
       });
+    }
+    if (url.pathname === '/v1/destinations/check' && req.method === 'POST') {
+      const { destination } = JSON.parse(body) as { destination: string };
+      const path = destination.startsWith('file://') ? destination.slice('file://'.length) : undefined;
+      if (path !== undefined && !this.exportRoots.some((r) => path === r || path.startsWith(`${r}/`)))
+        return send(400, {
+          error: {
+            code: 'invalid_argument',
+            message: `destination: ${destination} is not under an export root of this agent`,
+            details: { field: 'destination', reason: 'outside_export_roots' },
+          },
+        });
+      return send(200, { destination });
     }
     if (parts[1] === 'snapshots' && parts[3] === 'export' && req.method === 'POST') {
       const id = decodeURIComponent(parts[2]!);

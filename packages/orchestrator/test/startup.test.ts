@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { runBin } from '@support/server/testing';
 import { afterAll, expect, test } from 'vitest';
@@ -50,6 +51,12 @@ afterAll(() => data.cleanup());
 
 test('a token-encryption key other than the one the store was set up with is refused', async () => {
   const first = await OrchdProcess.start({ ORCH_DATA_DIR: data.dir, TOKEN_ENCRYPTION_KEY: 'ab'.repeat(32) });
+  // The version, from package.json: GET /v1/info (no credentials) and the listening log line.
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  expect((await first.request('GET', '/v1/info')).body).toEqual({ service: 'orchd', version });
+  expect(first.output.find((l) => l.includes('"msg":"orchd listening"'))).toContain(`"version":"${version}"`);
   expect(await first.stop()).toBe(0);
   const r = run([], {
     ORCH_DATA_DIR: data.dir,
@@ -59,4 +66,14 @@ test('a token-encryption key other than the one the store was set up with is ref
   });
   expect(r.status).toBe(1);
   expect(r.stderr).toContain('TOKEN_ENCRYPTION_KEY is not the key this database was set up with');
+});
+
+test('--version prints the version of its package.json, status 0', () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V']) {
+    const r = run([flag], {});
+    expect([r.status, r.stdout]).toEqual([0, `${version}\n`]);
+  }
 });

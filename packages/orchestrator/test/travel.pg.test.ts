@@ -93,6 +93,88 @@ describeStores('exports and drain on the %s store', (store) => {
     }
   });
 
+  test('one directory is one destination whichever route names it (normal form)', async () => {
+    const { env } = await snapshotOf();
+    const created = await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, {
+      ...as,
+      body: { export_destination: 'file:///srv/exports//same/' },
+    });
+    expect(created.status).toBe(201);
+    const snap = created.body as Snapshot;
+    expect(snap.exports?.map((e) => e.destination)).toEqual(['file:///srv/exports/same']);
+    const later = await orchd.request('POST', `/v1/snapshots/${snap.id}/exports`, {
+      ...as,
+      body: { destination: 'file:///srv/exports/same' },
+    });
+    expect(later.status).toBe(201);
+    expect(new Set((later.body as Snapshot).exports?.map((e) => e.destination))).toEqual(
+      new Set(['file:///srv/exports/same']),
+    );
+    await expect
+      .poll(async () => (await exportsOf(snap.id)).map((e) => e.status))
+      .toEqual(['ready', 'ready']);
+    expect(((await orchd.request('GET', `/v1/snapshots/${snap.id}`, as)).body as Snapshot).export_ref).toBe(
+      `file:///srv/exports/same/${snap.id}`,
+    );
+  });
+
+  test("who may export: master, API key and session; outside the agent's roots is a 400 at the request", async () => {
+    const { env, snap } = await snapshotOf();
+    const login = await orchd.request('POST', '/login', { body: { token: MASTER } });
+    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    expect(cookie).toMatch(/^orch_session=/);
+    const principals: [string, { token?: string; cookie?: string; headers?: Record<string, string> }][] = [
+      ['master', as],
+      ['session', { cookie, headers: { origin: orchd.url, 'sec-fetch-site': 'same-origin' } }],
+    ];
+    if (store === 'server') {
+      const key = await orchd.request('POST', '/v1/api-keys', { ...as, body: { label: 'exports' } });
+      principals.push(['api key', { token: (key.body as { secret: string }).secret }]);
+    }
+    for (const [who, cred] of principals) {
+      const before = (await exportsOf(snap.id)).length;
+      const ok = await orchd.request('POST', `/v1/snapshots/${snap.id}/exports`, {
+        ...cred,
+        body: { destination: 'file:///srv/by-principal' },
+      });
+      expect(ok.status, who).toBe(201);
+      expect((await exportsOf(snap.id)).length, who).toBe(before + 1);
+      // Outside the agent's export roots: the agent's refusal, at the request, nothing recorded.
+      for (const destination of ['file:///etc/orch-probe', 'file:///root/x', 'file:///srv-evil']) {
+        const no = await orchd.request('POST', `/v1/snapshots/${snap.id}/exports`, {
+          ...cred,
+          body: { destination },
+        });
+        expect(no.status, `${who} ${destination}`).toBe(400);
+        expect(no.body, `${who} ${destination}`).toMatchObject({
+          error: {
+            code: 'invalid_argument',
+            message: expect.stringContaining(`${destination} is not under an export root`),
+            details: { reason: 'outside_export_roots' },
+          },
+        });
+        const at = await orchd.request('POST', `/v1/environments/${env.id}/snapshots`, {
+          ...cred,
+          body: { export_destination: destination },
+        });
+        expect(at.status, `${who} create ${destination}`).toBe(400);
+      }
+      expect((await exportsOf(snap.id)).length, who).toBe(before + 1);
+    }
+    // Nobody: 401, nothing recorded.
+    const before = (await exportsOf(snap.id)).length;
+    const none = await orchd.request('POST', `/v1/snapshots/${snap.id}/exports`, {
+      body: { destination: 'file:///srv/none' },
+    });
+    expect(none.status).toBe(401);
+    expect((await exportsOf(snap.id)).length).toBe(before);
+    // The refused creates took no snapshot.
+    const { snapshots } = (await orchd.request('GET', `/v1/snapshots?vm_id=${env.id}`, as)).body as {
+      snapshots: Snapshot[];
+    };
+    expect(snapshots.map((s) => s.id)).toEqual([snap.id]);
+  });
+
   test('bad destinations and unknown snapshots: precise errors in the envelope, never a 500', async () => {
     const { env, snap } = await snapshotOf();
     for (const destination of [

@@ -108,6 +108,7 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
           AGENT_S3_ENDPOINT: `http://${net.gateway}:${s3Port}`,
           AGENT_S3_ACCESS_KEY_ID: 'S3RVER',
           AGENT_S3_SECRET_ACCESS_KEY: 'S3RVER',
+          AGENT_EXPORT_ROOTS: exportsDir,
         },
       });
     };
@@ -227,6 +228,20 @@ describe.skipIf(!qemuAvailable() || !netnsAvailable())(
       );
       expect(bad.status).toBe(400);
       expect(bad.body.error.code).toBe('invalid_argument');
+      // Outside the agent's export roots (the agent runs as root): refused at the request, by the
+      // agent, and nothing is created there.
+      const probe = `/etc/orch-probe-${randomBytes(4).toString('hex')}`;
+      const outside = await api<{ error: { code: string; details: { reason: string } } }>(
+        'POST',
+        `/v1/environments/${e1.id}/snapshots`,
+        { export_destination: `file://${probe}` },
+      );
+      expect(outside.status).toBe(400);
+      expect(outside.body.error).toMatchObject({
+        code: 'invalid_argument',
+        details: { reason: 'outside_export_roots' },
+      });
+      expect(existsSync(probe)).toBe(false);
       const created = await api<Snapshot>('POST', `/v1/environments/${e1.id}/snapshots`, {
         live: true,
         export_destination: `file://${exportsDir}`,

@@ -3,12 +3,16 @@ import { ConfigError } from './options.js';
 
 /**
  * The root command of a program: usage errors throw (so that `runMain` exits with status 2
- * instead of commander ending the process), `--help` prints to stdout, errors to stderr.
+ * instead of commander ending the process), `--help` prints to stdout, errors to stderr, and
+ * `-V, --version` prints `version` (the program's `package.json` version) and exits 0.
  * Subcommands created from it inherit these settings.
+ *
+ * @example createProgram('orchd', 'The orchestrator.', manifest.version)
  */
-export function createProgram(name: string, description: string): Command {
+export function createProgram(name: string, description: string, version: string): Command {
   return new Command(name)
     .description(description)
+    .version(version, '-V, --version', 'print the version and exit')
     .exitOverride()
     .showHelpAfterError(`(${name} --help lists every option)`);
 }

@@ -10,6 +10,7 @@ import {
   AgentLogQuery,
   CreateSnapshotRequest,
   CreateVmRequest,
+  DestinationCheck,
   ExecRequest,
   issuesDetails,
   LOG_OFFSET_HEADER,
@@ -152,6 +153,9 @@ export function buildApp(deps: AppDeps): Hono {
     const id = pathId(c, 'snapshot_id');
     return c.json(await deps.transfer.exportTo(id, (await body(c, SnapshotExportRequest)).destination));
   });
+  app.post(route(TRANSFER_ROUTES.destinationCheck), async (c) =>
+    c.json(await deps.transfer.checkDestination((await body(c, DestinationCheck)).destination)),
+  );
   app.post(route(TRANSFER_ROUTES.snapshotFetch), async (c) => {
     const id = pathId(c, 'snapshot_id');
     return c.json(await deps.transfer.fetch(id, await body(c, SnapshotFetchRequest)));

@@ -21,6 +21,7 @@ import type { Logger } from 'pino';
 import { AgentError, isDiskFull } from '../errors.js';
 import type { Layout } from '../images/layout.js';
 import { artifactOf, type SnapshotMeta, type Snapshots } from '../vm/snapshots.js';
+import type { ExportRoots } from './export-roots.js';
 import {
   hashFile,
   hashing,
@@ -37,6 +38,8 @@ export interface TransferDeps {
   readonly layout: Layout;
   readonly snapshots: Snapshots;
   readonly s3: S3Settings;
+  /** Where `file://` destinations and export references may be (the operator's export roots). */
+  readonly roots: ExportRoots;
   readonly logger: Logger;
 }
 
@@ -70,6 +73,18 @@ export class ArtifactTransfer {
   }
 
   /**
+   * `POST /v1/destinations/check`: whether this agent would export to `destination` (a `file://`
+   * one under an export root, an `s3://` one with S3 keys configured), answered with its normal
+   * form; the refusal an export would meet, before orchd records anything. Creates nothing.
+   */
+  async checkDestination(destination: string): Promise<{ destination: string }> {
+    const dest = parseDestination(destination);
+    if (!dest.ok) throw AgentError.invalid(`destination: ${dest.reason}`, { field: 'destination' });
+    await openStore(dest.value, this.deps.s3, this.deps.roots, 'destination');
+    return { destination: dest.value.url };
+  }
+
+  /**
    * `POST /v1/snapshots/{id}/export`: the artifact's files, then `manifest.json` (written last: an
    * export without it is incomplete), at `<destination>/<id>/`. The local files are checked against
    * the snapshot's own digests first; each written file is read back from the destination and
@@ -82,7 +97,7 @@ export class ArtifactTransfer {
     if (!dest.ok) throw AgentError.invalid(`destination: ${dest.reason}`, { field: 'destination' });
     const ref = parseDestination(`${dest.value.url}/${id}`);
     if (!ref.ok) throw AgentError.invalid(`destination: ${ref.reason}`, { field: 'destination' });
-    const store = openStore(ref.value, this.deps.s3);
+    const store = await openStore(ref.value, this.deps.s3, this.deps.roots, 'destination');
     const dir = this.deps.layout.snapshotDir(id);
     const files: SnapshotExportResult['files'] = [];
     for (const name of await this.files(id)) {
@@ -129,7 +144,7 @@ export class ArtifactTransfer {
         reason: 'digest_mismatch',
       });
     }
-    const source = this.source(id, req);
+    const source = await this.source(id, req);
     const staging = join(layout.snapshotsDir, `.fetch-${id}-${randomBytes(4).toString('hex')}`);
     await mkdir(staging, { recursive: true, mode: 0o700 });
     const started = Date.now();
@@ -185,15 +200,20 @@ export class ArtifactTransfer {
   }
 
   /** Where a fetch reads from, checked before anything is dialled. */
-  private source(
+  private async source(
     id: string,
     req: SnapshotFetchRequest,
-  ): { describe: string; open: (name: ArtifactFile) => Promise<Readable> } {
+  ): Promise<{ describe: string; open: (name: ArtifactFile) => Promise<Readable> }> {
     if ('export_ref' in req.source) {
       const ref = parseDestination(req.source.export_ref);
       if (!ref.ok)
         throw AgentError.invalid(`source.export_ref: ${ref.reason}`, { field: 'source.export_ref' });
-      const store: ObjectStore = openStore(ref.value, this.deps.s3);
+      const store: ObjectStore = await openStore(
+        ref.value,
+        this.deps.s3,
+        this.deps.roots,
+        'source.export_ref',
+      );
       let manifest: Promise<ExportManifest> | undefined;
       const readManifest = async () => {
         const parsed = ExportManifest.safeParse(JSON.parse(await readText(await store.get(EXPORT_MANIFEST))));

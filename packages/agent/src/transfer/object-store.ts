@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { createReadStream, constants as fsConstants } from 'node:fs';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -8,6 +8,7 @@ import { GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s
 import { Upload } from '@aws-sdk/lib-storage';
 import type { Destination } from '@orch/protocol';
 import { AgentError } from '../errors.js';
+import type { ExportRoots } from './export-roots.js';
 
 /** How `s3://` destinations are reached: the agent's configuration (credentials never logged or returned). */
 export interface S3Settings {
@@ -68,49 +69,71 @@ export async function hashFile(path: string): Promise<Written> {
   return hashStream(createReadStream(path));
 }
 
-/** The store at `ref` (`<destination>/<snapshot id>`, already checked by `parseDestination`). */
-export function openStore(ref: Destination, s3: S3Settings): ObjectStore {
-  return ref.scheme === 'file' ? new FileStore(ref.path) : new S3Store(ref.bucket, ref.prefix, s3);
+/**
+ * The store at `ref` (`<destination>/<snapshot id>`, already checked by `parseDestination`). A
+ * `file://` one must lie under an export root (`roots`, checked on its real path; nothing is
+ * created before); `field` names the request field in a refusal.
+ */
+export async function openStore(
+  ref: Destination,
+  s3: S3Settings,
+  roots: ExportRoots,
+  field: string,
+): Promise<ObjectStore> {
+  if (ref.scheme === 's3') return new S3Store(ref.bucket, ref.prefix, s3);
+  return new FileStore(await roots.resolve(ref.path, field), roots, field);
 }
 
+/** `O_NOFOLLOW`: a file whose last component is a symlink is never opened through it. */
+const NOFOLLOW = fsConstants.O_NOFOLLOW;
+
 class FileStore implements ObjectStore {
-  constructor(private readonly dir: string) {}
+  /** `dir` is the real path {@link ExportRoots.resolve} checked. */
+  constructor(
+    private readonly dir: string,
+    private readonly roots: ExportRoots,
+    private readonly field: string,
+  ) {}
+
+  /** Creates the directory (what is missing, 0700) and checks it is still the real path checked. */
+  private async prepare(name: string): Promise<string> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await this.roots.recheck(this.dir, this.field);
+    const partial = join(this.dir, `${name}.partial`);
+    await rm(partial, { force: true });
+    return partial;
+  }
+
+  /** A new file opened for writing: never through a symlink, never over an existing one. */
+  private async writeStream(partial: string) {
+    const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | NOFOLLOW;
+    return (await open(partial, flags, 0o600)).createWriteStream();
+  }
 
   async put(name: string, file: string): Promise<Written> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const target = join(this.dir, name);
-    const partial = `${target}.partial`;
+    const partial = await this.prepare(name);
     const h = hashing();
-    await pipeline(createReadStream(file), h, createWriteStream(partial, { mode: 0o600 }));
+    await pipeline(createReadStream(file), h, await this.writeStream(partial));
     const fh = await open(partial, 'r');
     await fh.sync().finally(() => fh.close());
-    await rename(partial, target);
+    await rename(partial, join(this.dir, name));
     return h.result();
   }
 
   async putText(name: string, body: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const target = join(this.dir, name);
-    await pipeline(
-      Readable.from([Buffer.from(body)]),
-      createWriteStream(`${target}.partial`, { mode: 0o600 }),
-    );
-    await rename(`${target}.partial`, target);
+    const partial = await this.prepare(name);
+    await pipeline(Readable.from([Buffer.from(body)]), await this.writeStream(partial));
+    await rename(partial, join(this.dir, name));
   }
 
   async get(name: string): Promise<Readable> {
     const path = join(this.dir, name);
     try {
-      await stat(path);
+      const fh = await open(path, fsConstants.O_RDONLY | NOFOLLOW);
+      return fh.createReadStream();
     } catch {
       throw AgentError.notFound('export file', path);
     }
-    return createReadStream(path);
-  }
-
-  /** For tests and diagnostics: the text of `name`. */
-  async text(name: string): Promise<string> {
-    return readFile(join(this.dir, name), 'utf8');
   }
 }
 
@@ -196,9 +219,4 @@ class S3Store implements ObjectStore {
       throw AgentError.unavailable(`${where}: ${msg.slice(0, 500)}`);
     }
   }
-}
-
-/** Removes a file:// export's partial files after a failure (S3 uploads abort on their own). */
-export async function cleanPartial(dir: string, name: string): Promise<void> {
-  await rm(join(dir, `${name}.partial`), { force: true });
 }

@@ -16,6 +16,7 @@ import { authorize, type RequestScope } from '../auth/authorize.js';
 import { EncodedJson } from '../encoded-json.js';
 import { type BoardError, boardError, toWireError } from '../errors.js';
 import type { BoardNodeMetrics } from '../metrics.js';
+import { BOARD_NODE_VERSION } from '../version.js';
 import { ResponseSink } from '../watch/response-sink.js';
 import type { NodeContext } from './handlers.js';
 import { handlers } from './handlers.js';
@@ -184,7 +185,7 @@ export function createRequestListener(ctx: NodeContext, metrics?: BoardNodeMetri
         served = watch(exchange);
       } else if (read && path === '/health') {
         exchange.route = '/health';
-        const body = JSON.stringify({ ok: true, nodeId: ctx.config.nodeId });
+        const body = JSON.stringify({ ok: true, nodeId: ctx.config.nodeId, version: BOARD_NODE_VERSION });
         served = answer(exchange, 200, JSON_TYPE, body);
       } else if (read && path === '/metrics' && metrics) {
         exchange.route = '/metrics';

@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { Environment, EnvironmentList, ExecResult, IDEMPOTENCY_KEY_HEADER } from '@orch/protocol';
+import {
+  clientDeadlineMs,
+  Environment,
+  EnvironmentList,
+  ExecResult,
+  execWaitMs,
+  IDEMPOTENCY_KEY_HEADER,
+  ORCHD_WAIT_SECONDS as W,
+} from '@orch/protocol';
 import { ApiCallError, type OrchClient } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
 import { ENVIRONMENT_ID, idSegment } from '../ids.js';
@@ -66,7 +74,9 @@ export async function up(
   const secrets = await secretValues(compiled.request.required_secrets, flags);
   const { required_secrets: _names, ...body } = compiled.request;
   const api = await client();
-  const env = await createEnvironment(api, { ...body, secrets });
+  // A seed may be fetched from another host before the VM is created.
+  const waits = body.seed_snapshot_id ? W.transfer + W.agentCall : W.agentCall;
+  const env = await createEnvironment(api, { ...body, secrets }, clientDeadlineMs(waits));
   return follow(api, env, flags.detach ?? false, output);
 }
 
@@ -84,12 +94,16 @@ export const CREATE_ATTEMPTS = 4;
 export async function createEnvironment(
   api: OrchClient,
   body: unknown,
+  timeoutMs: number,
   wait: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
 ): Promise<Environment> {
   const key = randomUUID();
   for (let attempt = 1; ; attempt++) {
     try {
-      return await api.call(Environment, 'POST', '/v1/environments', body, { [IDEMPOTENCY_KEY_HEADER]: key });
+      return await api.call(Environment, 'POST', '/v1/environments', body, {
+        timeoutMs,
+        headers: { [IDEMPOTENCY_KEY_HEADER]: key },
+      });
     } catch (err) {
       const delay = retryDelayMs(err, attempt);
       if (delay === undefined || attempt >= CREATE_ATTEMPTS) throw err;
@@ -223,18 +237,24 @@ export async function getEnvironment(id: string, output: OutputMode): Promise<st
 /** `orch env pause <env>`: `?action=pause`; prints the environment (state `paused`). */
 export async function pauseEnvironment(id: string, output: OutputMode): Promise<string> {
   const path = `${envPath(id)}?action=pause`;
-  return showEnvironment(await (await client()).call(Environment, 'POST', path), output);
+  const deadline = { timeoutMs: clientDeadlineMs(W.pauseResume) };
+  return showEnvironment(await (await client()).call(Environment, 'POST', path, undefined, deadline), output);
 }
 
 /** `orch env resume <env>`: `?action=resume`; prints the environment (state `running`, its ports). */
 export async function resumeEnvironment(id: string, output: OutputMode): Promise<string> {
   const path = `${envPath(id)}?action=resume`;
-  return showEnvironment(await (await client()).call(Environment, 'POST', path), output);
+  const deadline = { timeoutMs: clientDeadlineMs(W.pauseResume) };
+  return showEnvironment(await (await client()).call(Environment, 'POST', path, undefined, deadline), output);
 }
 
 export async function removeEnvironment(id: string, output: OutputMode): Promise<string> {
   const path = envPath(id);
-  return showEnvironment(await (await client()).call(Environment, 'DELETE', path), output);
+  const deadline = { timeoutMs: clientDeadlineMs(W.agentCall) };
+  return showEnvironment(
+    await (await client()).call(Environment, 'DELETE', path, undefined, deadline),
+    output,
+  );
 }
 
 /**
@@ -258,12 +278,14 @@ export async function exec(
     if (eq <= 0) throw new UsageError(`--env ${JSON.stringify(e)} must look like NAME=VALUE`);
     env[e.slice(0, eq)] = e.slice(eq + 1);
   }
-  const result = await (await client()).call(ExecResult, 'POST', path, {
-    argv,
-    env,
-    timeout_seconds: timeout,
-    ...(opts.cwd ? { cwd: opts.cwd } : {}),
-  });
+  // As long as orchd waits for the agent (the command's own timeout and a margin), plus a margin.
+  const result = await (await client()).call(
+    ExecResult,
+    'POST',
+    path,
+    { argv, env, timeout_seconds: timeout, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+    { timeoutMs: clientDeadlineMs(execWaitMs(timeout) / 1000) },
+  );
   process.stdout.write(Buffer.from(result.stdout_base64, 'base64'));
   process.stderr.write(Buffer.from(result.stderr_base64, 'base64'));
   if (result.truncated) process.stderr.write('orch: the output was longer than the limit and was cut\n');

@@ -1,4 +1,11 @@
-import { Environment, parseDestination, Snapshot, SnapshotList } from '@orch/protocol';
+import {
+  clientDeadlineMs,
+  Environment,
+  parseDestination,
+  Snapshot,
+  SnapshotList,
+  ORCHD_WAIT_SECONDS as W,
+} from '@orch/protocol';
 import { NoContent } from '../api-client.js';
 import { CliError, UsageError } from '../errors.js';
 import { ENVIRONMENT_ID, idSegment, SNAPSHOT_ID } from '../ids.js';
@@ -52,7 +59,13 @@ export async function exportSnapshot(
   const checked = parseDestination(destination);
   if (!checked.ok) throw new UsageError(checked.reason);
   const api = await client();
-  let s = await api.call(Snapshot, 'POST', `${path}/exports`, { destination: checked.value.url });
+  let s = await api.call(
+    Snapshot,
+    'POST',
+    `${path}/exports`,
+    { destination: checked.value.url },
+    { timeoutMs: clientDeadlineMs(W.agentCall) },
+  );
   const mine = (x: Snapshot) => x.exports?.filter((e) => e.destination === checked.value.url).at(-1);
   while (!opts.detach && mine(s)?.status === 'pending') {
     await new Promise((r) => setTimeout(r, 500));
@@ -80,16 +93,23 @@ export async function createSnapshot(
   if (opts.retentionUntil !== undefined && Number.isNaN(Date.parse(opts.retentionUntil))) {
     throw new UsageError('--retention-until must be a date-time, for example 2026-12-31T00:00:00Z');
   }
-  const s = await (await client()).call(Snapshot, 'POST', path, {
-    live: opts.live ?? false,
-    ...(opts.comment !== undefined ? { comment: opts.comment } : {}),
-    ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
-    ...(opts.retentionUntil !== undefined
-      ? { retention_until: new Date(opts.retentionUntil).toISOString() }
-      : {}),
-    ...(opts.exportTo !== undefined ? { export_destination: opts.exportTo } : {}),
-    ...(opts.exportStatus !== undefined ? { export_status: opts.exportStatus } : {}),
-  });
+  const s = await (await client()).call(
+    Snapshot,
+    'POST',
+    path,
+    {
+      live: opts.live ?? false,
+      ...(opts.comment !== undefined ? { comment: opts.comment } : {}),
+      ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
+      ...(opts.retentionUntil !== undefined
+        ? { retention_until: new Date(opts.retentionUntil).toISOString() }
+        : {}),
+      ...(opts.exportTo !== undefined ? { export_destination: opts.exportTo } : {}),
+      ...(opts.exportStatus !== undefined ? { export_status: opts.exportStatus } : {}),
+    },
+    // The export destination is checked with the agent, then the agent writes the snapshot.
+    { timeoutMs: clientDeadlineMs(W.agentCall + W.snapshot) },
+  );
   const note =
     opts.live && s.kind === 'disk' && s.state === 'ready'
       ? 'note: the host could only take a disk snapshot\n'
@@ -129,7 +149,9 @@ export async function listSnapshots(
 
 export async function removeSnapshot(id: string, output: OutputMode): Promise<string> {
   const path = snapPath(id);
-  await (await client()).call(NoContent, 'DELETE', path);
+  await (await client()).call(NoContent, 'DELETE', path, undefined, {
+    timeoutMs: clientDeadlineMs(W.agentCall),
+  });
   return output === 'json' ? `${JSON.stringify({ deleted: id })}\n` : `deleted ${id}\n`;
 }
 
@@ -141,6 +163,9 @@ export async function restoreSnapshot(
 ): Promise<string> {
   const path = `${snapPath(id)}/restore`;
   const api = await client();
-  const env = await api.call(Environment, 'POST', path, opts.taskId ? { task_id: opts.taskId } : {});
+  // The artifact may be fetched by another host first, then the VM is created there.
+  const env = await api.call(Environment, 'POST', path, opts.taskId ? { task_id: opts.taskId } : {}, {
+    timeoutMs: clientDeadlineMs(W.transfer + W.agentCall),
+  });
   return follow(api, env, opts.detach ?? false, output);
 }

@@ -10,6 +10,7 @@ import {
   EXEC_OUTPUT_LIMIT,
   type ExecRequest,
   ExecResult,
+  execWaitMs,
   type Host,
   type ManifestService,
   manifestServices,
@@ -349,7 +350,7 @@ export class EnvironmentService {
     if (row.state !== 'running')
       throw new OrchError('conflict', `environment ${id} is ${row.state}, not running`, { state: row.state });
     const agent = await this.agents.forHost(row.host_id);
-    const timeoutMs = (body.timeout_seconds + 30) * 1000;
+    const timeoutMs = execWaitMs(body.timeout_seconds);
     // Output up to EXEC_OUTPUT_LIMIT per stream, base64: more than the default answer limit.
     return agent.json('POST', AGENT_VM_PATHS.exec(id), body, ExecResult, {
       timeoutMs,

@@ -42,9 +42,18 @@ export class ExportService {
           state: row.state,
         },
       );
+    await this.travel.checkDestination(row.host_id, dest.value.url);
     const exportId = await this.repo.addExport(snapshotId, dest.value.url, 'pending');
     this.start(row, exportId, dest.value.url);
     return read(snapshotId);
+  }
+
+  /**
+   * Before a snapshot with `export_destination` is taken on `hostId`: the agent must accept the
+   * destination (`400` from it otherwise, and nothing is taken or recorded).
+   */
+  async check(hostId: string, destination: string): Promise<void> {
+    await this.travel.checkDestination(hostId, destination);
   }
 
   /** After a snapshot was written: runs the exports requested with it (`export_destination`). */

@@ -1,4 +1,11 @@
-import { AGENT_VM_PATHS, AgentVm, type Environment, type EnvironmentState, OrchError } from '@orch/protocol';
+import {
+  AGENT_VM_PATHS,
+  AgentVm,
+  type Environment,
+  type EnvironmentState,
+  ORCHD_WAIT_SECONDS,
+  OrchError,
+} from '@orch/protocol';
 import type { Logger } from '@support/server';
 import { toOrchError } from '../api/errors.js';
 import { isAgentNotFound } from '../hosts/agent-client.js';
@@ -7,7 +14,7 @@ import { type EnvironmentService, expiryOf, portsOf, withoutImage } from './envi
 import { place } from './scheduler.js';
 
 /** How long orchd waits for an agent to pause or resume a VM (its memory is written or read). */
-export const AGENT_PAUSE_TIMEOUT_MS = 300_000;
+export const AGENT_PAUSE_TIMEOUT_MS = ORCHD_WAIT_SECONDS.pauseResume * 1000;
 
 /**
  * Pause and resume in place (`POST /v1/environments/{id}?action=pause|resume`), on the

@@ -2,6 +2,7 @@ import {
   AGENT_VM_PATHS,
   type CreateSnapshotBody,
   type Environment,
+  ORCHD_WAIT_SECONDS,
   OrchError,
   type Snapshot,
   SnapshotArtifact,
@@ -41,6 +42,7 @@ export class SnapshotService {
         { state: env.state },
       );
     }
+    if (body.export_destination) await this.exports?.check(env.host_id, body.export_destination);
     const taken = await takeSnapshot(
       { agents: this.envs.agents, repo: this.repo, metrics: this.metrics },
       {
@@ -225,7 +227,7 @@ export async function takeSnapshot(
       AGENT_VM_PATHS.snapshots(record.vm_id),
       { snapshot_id: id, live },
       SnapshotArtifact,
-      { timeoutMs: 600_000 },
+      { timeoutMs: ORCHD_WAIT_SECONDS.snapshot * 1000 },
     );
     await deps.repo.transition(id, ['creating'], 'ready', {
       kind: artifact.kind,

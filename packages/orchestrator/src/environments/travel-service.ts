@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
 import {
+  DestinationCheck,
   type Host,
+  ORCHD_WAIT_SECONDS,
   OrchError,
   SnapshotArtifact,
   SnapshotExportResult,
@@ -14,7 +16,7 @@ import type { SnapshotRow, SnapshotsRepo } from '../store/snapshots-repo.js';
 import type { Agents } from './agents.js';
 
 /** How long an agent may take to export or fetch an artifact (GiBs of disk and memory). */
-export const TRANSFER_TIMEOUT_MS = 1_800_000;
+export const TRANSFER_TIMEOUT_MS = ORCHD_WAIT_SECONDS.transfer * 1000;
 
 /**
  * Snapshots travel between hosts (orchd's side): exports of a snapshot by the agent that holds it,
@@ -102,6 +104,16 @@ export class TravelService {
       `snapshot ${row.id} cannot be brought to host ${target}: ${failures.join('; ') || 'its host does not serve it and it has no ready export'}`,
       { snapshot_id: row.id, ...(digestRefusal ? { reason: 'digest_mismatch' } : {}) },
     );
+  }
+
+  /**
+   * Asks the agent of `hostId` whether it would export to `destination`, before anything is
+   * recorded: a `file://` destination outside its export roots (or an `s3://` one without its S3
+   * keys) is its `400 invalid_argument`, answered at the request instead of a later `error` export.
+   */
+  async checkDestination(hostId: string, destination: string): Promise<void> {
+    const agent = await this.agents.forHost(hostId);
+    await agent.json('POST', TRANSFER_PATHS.destinationCheck(), { destination }, DestinationCheck);
   }
 
   /** The agent holding snapshot `row` exports it to `destination` (verified there); its answer. */

@@ -8,8 +8,25 @@ import {
   OrchError,
 } from '@orch/protocol';
 import { currentRequestId, REQUEST_ID_HEADER } from '@support/server';
+import { Agent as Dispatcher, fetch as undiciFetch } from 'undici';
 import type { z } from 'zod';
 import type { AgentCallObserver } from '../metrics.js';
+
+/**
+ * Node's `fetch` gives up on an answer whose head takes longer than 300 s (undici's
+ * `headersTimeout`), whatever the call's own deadline; and an exec, a pause or a transfer may take
+ * longer (an `orch exec --timeout 600`). A call allowed that long goes through a dispatcher without
+ * undici's limits: its deadline is the call's signal, as for every other call.
+ */
+export const FETCH_HEADERS_LIMIT_MS = 300_000;
+const unlimited = new Dispatcher({ headersTimeout: 0, bodyTimeout: 0 });
+
+/** `fetch`, through {@link unlimited} when the call may outlast undici's own limits. */
+function fetchWithin(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+  if (timeoutMs < FETCH_HEADERS_LIMIT_MS) return fetch(url, init);
+  // undici's own fetch and its Response are the same classes Node's fetch is built from.
+  return undiciFetch(url, { ...(init as object), dispatcher: unlimited }) as unknown as Promise<Response>;
+}
 
 /** How an agent call failed, for the health monitor and registration. */
 export type AgentFailure =
@@ -157,19 +174,23 @@ export class AgentClient {
     const requestId = currentRequestId();
     requireDialable(this.baseUrl);
     try {
-      res = await fetch(`${this.baseUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.token}`,
-          accept: 'application/json',
-          // The request being served, so one create can be followed in orchd's and the agent's logs.
-          ...(requestId ? { [REQUEST_ID_HEADER]: requestId } : {}),
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      res = await fetchWithin(
+        `${this.baseUrl}${path}`,
+        {
+          method,
+          headers: {
+            authorization: `Bearer ${this.token}`,
+            accept: 'application/json',
+            // The request being served, so one create can be followed in orchd's and the agent's logs.
+            ...(requestId ? { [REQUEST_ID_HEADER]: requestId } : {}),
+            ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          },
+          redirect: 'manual',
+          signal,
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         },
-        redirect: 'manual',
-        signal,
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
+        timeoutMs,
+      );
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
       const why =

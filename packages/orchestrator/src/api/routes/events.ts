@@ -1,4 +1,4 @@
-import { OrchError } from '@orch/protocol';
+import { EVENT_ACTIONS, EVENT_KINDS, OrchError } from '@orch/protocol';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import type { ConnectionGuard, CredentialEnded } from '../../auth/connection-guard.js';
@@ -22,8 +22,7 @@ export function eventRoutes(hub: EventHub, guard: ConnectionGuard, heartbeatMs: 
       path: '/v1/events',
       access: 'authenticated',
       tag: 'events',
-      summary:
-        'Event stream (text/event-stream): environment.*, snapshot.*, host.* (created, updated, deleted); resumable with Last-Event-ID',
+      summary: `Event stream (text/event-stream): ${EVENT_KINDS.map((k) => `${k}.*`).join(', ')} (${EVENT_ACTIONS.join(', ')}); resumable with Last-Event-ID`,
       query: z.object({
         after: z
           .string()

@@ -5,6 +5,7 @@ import { api } from '../api.js';
 import { bar, h, mount } from '../dom.js';
 import { onLeave } from '../page.js';
 import { section, stateCell, table } from '../widgets.js';
+import { capacityRuns } from './capacity-runs.js';
 import { gpuSection } from './host-gpus.js';
 
 /** How often the open page reads the capacity history again (health checks add a point every 15 s). */
@@ -92,20 +93,28 @@ function chart(history: HostCapacityHistory): HTMLElement {
     grid.setAttribute('vector-effect', 'non-scaling-stroke');
     svg.append(grid);
   }
+  // One line per run of samples: a period when the host was down is a gap (capacity-runs.ts).
+  const runs = capacityRuns(history.samples, history.bucket_seconds);
   for (const s of SERIES) {
-    const points = history.samples.map((p) => {
-      const total = p.capacity[s.key];
-      const share = total > 0 ? (total - p.free[s.key]) / total : 0;
-      return `${x(p.at).toFixed(1)},${(H - share * H).toFixed(1)}`;
+    runs.forEach((run, i) => {
+      const points = run.map((p) => {
+        const total = p.capacity[s.key];
+        const share = total > 0 ? (total - p.free[s.key]) / total : 0;
+        return `${x(p.at).toFixed(1)},${(H - share * H).toFixed(1)}`;
+      });
+      // A lone sample is drawn as a dot (a line from the point to itself, with round caps).
+      if (points.length === 1) points.push(points[0] ?? '');
+      const line = document.createElementNS(NS, 'polyline');
+      line.setAttribute('points', points.join(' '));
+      line.setAttribute('fill', 'none');
+      line.setAttribute('stroke', s.color);
+      line.setAttribute('stroke-width', '2');
+      line.setAttribute('stroke-linecap', 'round');
+      line.setAttribute('vector-effect', 'non-scaling-stroke');
+      line.setAttribute('data-series', s.key);
+      line.setAttribute('data-run', String(i));
+      svg.append(line);
     });
-    const line = document.createElementNS(NS, 'polyline');
-    line.setAttribute('points', points.join(' '));
-    line.setAttribute('fill', 'none');
-    line.setAttribute('stroke', s.color);
-    line.setAttribute('stroke-width', '2');
-    line.setAttribute('vector-effect', 'non-scaling-stroke');
-    line.setAttribute('data-series', s.key);
-    svg.append(line);
   }
   const last = history.samples.at(-1);
   const share = (k: keyof Resources) =>

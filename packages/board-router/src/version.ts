@@ -1,0 +1,4 @@
+import manifest from '../package.json' with { type: 'json' };
+
+/** The version of `board-router`: its package's own, from its package.json (`--version`, the listening log line, \`GET /health\`). */
+export const BOARD_ROUTER_VERSION: string = manifest.version;
