@@ -16,7 +16,11 @@ function section(help: string, title: string): string[] {
   const start = lines.indexOf(`${title}:`);
   if (start < 0) return [];
   const end = lines.findIndex((l, i) => i > start && !l.startsWith('  '));
-  return lines.slice(start + 1, end < 0 ? undefined : end).map((l) => l.trim().split(/\s{2,}/)[0]!);
+  // An entry starts two spaces in; a longer description wraps onto lines indented further.
+  return lines
+    .slice(start + 1, end < 0 ? undefined : end)
+    .filter((l) => /^ {2}\S/.test(l))
+    .map((l) => l.trim().split(/\s{2,}/)[0]!);
 }
 
 /** Every leaf command, as its words after `orch`, with the long flags its --help lists. */

@@ -251,4 +251,5 @@ export const MAX_MANIFEST_INLINE = 512 * 1024;
 
 /** The kinds and types of orchd's events (zod-free, so `orch` declares its help with them). */
 export { EVENT_ACTIONS, EVENT_KINDS, EVENT_TYPES, type EventKind } from './event-types.js';
+export { findGpuModel, GPU_MODELS, type GpuModel } from './gpu-catalog.js';
 export { AGENT_ID, ID_RULES, IMAGE_NAME, SERVICE_NAME };
