@@ -176,7 +176,8 @@ describeStores('environments on the %s store', (store) => {
       expect(agent.vms.has(created.id)).toBe(false);
       const again = await orchd.request('DELETE', `/v1/environments/${created.id}`, as);
       expect((again.body as Environment).state).toBe('stopped');
-    });
+      // A hang guard, not a speed bound: the whole path took 88-103 s in a loaded run.
+    }, 240_000);
   });
 
   describe('snapshot reads conform to the spec', () => {
