@@ -18,7 +18,9 @@ function program(signal: AbortSignal): Command {
     refuseUnknownCommand(cmd);
     const config = loadConfig(rawOptions(cmd));
     const node = await startBoardNode(config, { signal });
-    process.stdout.write(`board-node ${config.nodeId} listening on ${node.url} (${node.store.kind} store)\n`);
+    process.stdout.write(
+      `board-node ${config.nodeId} listening on ${node.url} (${node.store.kind} store, version ${BOARD_NODE_VERSION})\n`,
+    );
     await node.stopped;
   });
   addBoardCommands(program);
