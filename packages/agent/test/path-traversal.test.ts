@@ -276,6 +276,7 @@ describe('no id reaches a path outside the data dir', () => {
 
   test('afterwards every sentinel is exactly as it was, and the data dir holds only what the agent made', () => {
     expect(fingerprint(base)).toEqual(before);
-    expect(readdirSync(dataDir).sort()).toEqual(['snapshots', 'victim', 'vms']);
+    // exports/: the default export root, created (0700) at start.
+    expect(readdirSync(dataDir).sort()).toEqual(['exports', 'snapshots', 'victim', 'vms']);
   });
 });
