@@ -53,6 +53,7 @@ test('GET /v1/openapi.json describes every route, with the schemas the server va
       'GET /v1/api-keys',
       'DELETE /v1/api-keys/{id}',
       'GET /v1/openapi.json',
+      'GET /v1/info',
       'POST /v1/environments',
       'GET /v1/environments',
       'GET /v1/environments/{id}',
