@@ -13,7 +13,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { toObjects } from './dialect.js';
 import { BoardError } from './errors.js';
 import { baseHeaders, sleep, type TransportConfig } from './transport.js';
-import { nextReconnectDelay } from './watch.js';
+import { envelopeError, errorText, nextReconnectDelay } from './watch.js';
 
 /** Options of {@link BoardClient.live}. */
 export interface LiveOptions {
@@ -121,7 +121,7 @@ export async function* liveStream<R>(
     }
     if (res.status !== 200 || !res.body) {
       clearTimeout(timer);
-      const err = envelopeError(res.status, await res.text().catch(() => ''));
+      const err = envelopeError(res.status, await res.text().catch(() => ''), 'live');
       if ((err.isTransport || LIVE_RESUMABLE_TAGS.includes(err._tag)) && !signal?.aborted) {
         await reconnect(err);
         continue;
@@ -272,22 +272,4 @@ function multisetChange(
     }
   });
   return { added, removed };
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** A non-200 answer to `POST /live` as a typed error (an envelope, or a transport failure). */
-function envelopeError(status: number, text: string): BoardError {
-  try {
-    const body = JSON.parse(text) as { error?: { _tag?: string; message?: string } };
-    if (body.error?._tag) {
-      return new BoardError(body.error._tag as BoardError['_tag'], body.error.message ?? '', { status });
-    }
-  } catch {
-    // not an envelope
-  }
-  if (status >= 500) return new BoardError('TransportFailed', `live: HTTP ${status}`, { status });
-  return new BoardError('BadResponse', `live: HTTP ${status}: ${text.slice(0, 200)}`, { status });
 }

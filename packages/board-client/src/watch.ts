@@ -175,11 +175,13 @@ export function nextReconnectDelay(
   return Math.min(delayMs * 2 ** Math.min(failures - 1, 20), Math.max(delayMs, 1000));
 }
 
-function errorText(err: unknown): string {
+/** The message of a thrown value (shared by watch and live). */
+export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function envelopeError(status: number, text: string): BoardError {
+/** A non-200 answer of a stream route (`watch`, `live`) as a typed error: its envelope, else by status. */
+export function envelopeError(status: number, text: string, what = 'watch'): BoardError {
   try {
     const body = JSON.parse(text) as { error?: { _tag?: string; message?: string } };
     if (body.error?._tag) {
@@ -188,6 +190,6 @@ function envelopeError(status: number, text: string): BoardError {
   } catch {
     // not an envelope
   }
-  if (status >= 500) return new BoardError('TransportFailed', `watch: HTTP ${status}`, { status });
-  return new BoardError('BadResponse', `watch: HTTP ${status}: ${text.slice(0, 200)}`, { status });
+  if (status >= 500) return new BoardError('TransportFailed', `${what}: HTTP ${status}`, { status });
+  return new BoardError('BadResponse', `${what}: HTTP ${status}: ${text.slice(0, 200)}`, { status });
 }
